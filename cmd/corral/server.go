@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/internal/config"
+)
+
+// serverSpec describes a server subcommand (dns, hub, edge). Every server
+// subcommand has the same flags and a validate subcommand; newServerCmd
+// builds both from the spec.
+type serverSpec[C any] struct {
+	name  string // subcommand name, e.g. "dns"
+	short string // one line for --help
+	long  string
+	// example is the shipped example config, named in --help.
+	example string
+	// envPrefix enables CORRAL_<PART>_<KEY> overrides, e.g. "CORRAL_DNS".
+	envPrefix string
+	// defaults returns a config holding the defaults the file overrides.
+	defaults func() *C
+	// addrs returns pointers to the listen and admin addresses of cfg, which
+	// --listen and --admin override.
+	addrs func(cfg *C) (listen, admin *string)
+	// run serves until ctx ends. path is the config file ("" for none), for
+	// servers that reload it.
+	run func(ctx context.Context, log *slog.Logger, cfg *C, path string) error
+}
+
+// loadServerConfig reads path (or only the defaults when path is empty),
+// applies environment and flag overrides, and validates.
+func loadServerConfig[C any](s serverSpec[C], path, listen, admin string) (*C, error) {
+	cfg := s.defaults()
+	if path != "" {
+		if err := config.Load(path, cfg, config.Options{EnvPrefix: s.envPrefix}); err != nil {
+			return nil, err
+		}
+	}
+	if s.addrs != nil {
+		l, a := s.addrs(cfg)
+		if listen != "" {
+			*l = listen
+		}
+		if admin != "" {
+			*a = admin
+		}
+	}
+	if path == "" || listen != "" || admin != "" {
+		if v, ok := any(cfg).(config.Validator); ok {
+			if err := v.Validate(); err != nil {
+				src := "flags"
+				if path != "" {
+					src = path + " with flags"
+				}
+				return nil, fmt.Errorf("config: %s: %w", src, err)
+			}
+		}
+	}
+	return cfg, nil
+}
+
+func newServerCmd[C any](g *globals, s serverSpec[C]) *cobra.Command {
+	var path, listen, admin string
+	cmd := &cobra.Command{
+		Use:   s.name + " [--config FILE]",
+		Short: s.short,
+		Long:  s.long + "\n\nExample config: " + s.example,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadServerConfig(s, path, listen, admin)
+			if err != nil {
+				return err
+			}
+			return s.run(cmd.Context(), log.With("part", s.name), cfg, path)
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", "", "YAML config file (default: built-in defaults on loopback)")
+	cmd.Flags().StringVar(&listen, "listen", "", "override the config's listen address")
+	cmd.Flags().StringVar(&admin, "admin", "", "override the config's admin address (metrics, healthz, readyz, pprof)")
+
+	var vpath string
+	validate := &cobra.Command{
+		Use:   "validate --config FILE",
+		Short: "Check a " + s.name + " config without starting",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if _, err := loadServerConfig(s, vpath, "", ""); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(g.stdout, "%s: ok\n", vpath)
+			return err
+		},
+	}
+	validate.Flags().StringVar(&vpath, "config", "", "YAML config file to check")
+	_ = validate.MarkFlagRequired("config")
+	cmd.AddCommand(validate)
+	return cmd
+}

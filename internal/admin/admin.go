@@ -1,0 +1,156 @@
+// Package admin is the admin HTTP listener every corral server runs beside
+// its data port: Prometheus metrics on /metrics, liveness on /healthz,
+// readiness on /readyz and the Go profiler under /debug/pprof/. Servers add
+// their own pages (a health-check status page, say) with Handle.
+//
+// The package imports nothing of corral.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Config is the admin listener's part of a server configuration.
+type Config struct {
+	// Addr is the host:port to listen on. Empty turns the listener off;
+	// port 0 picks a free port (read it back with Server.Addr).
+	Addr string `yaml:"addr"`
+}
+
+// Validate checks the address form.
+func (c Config) Validate() error {
+	if c.Addr == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("admin: addr %q: %w", c.Addr, err)
+	}
+	return nil
+}
+
+// Options are what the admin listener serves.
+type Options struct {
+	// Gatherer is served on /metrics; nil serves an empty registry.
+	Gatherer prometheus.Gatherer
+	// Ready reports whether the server is ready to take traffic; nil means
+	// always ready. /readyz answers 503 with the error's text otherwise.
+	Ready func() error
+	// Logger receives listener errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// NewRegistry returns a metrics registry holding the Go runtime and process
+// collectors, which every corral server exports.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Server is an admin HTTP listener. Create it with New, add pages with
+// Handle before Run, then Run it. It is safe for concurrent use.
+type Server struct {
+	cfg  Config
+	opts Options
+	mux  *http.ServeMux
+	http *http.Server
+
+	mu      sync.Mutex
+	ln      net.Listener
+	started chan struct{}
+}
+
+// New builds an admin listener; it opens no socket until Run.
+func New(cfg Config, opts Options) *Server {
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.NewRegistry()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, opts: opts, mux: http.NewServeMux(), started: make(chan struct{})}
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)}))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if opts.Ready != nil {
+			if err := opts.Ready(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+	s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.http = &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	return s
+}
+
+// Handle adds a page, with the pattern syntax of http.ServeMux.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Run listens and serves until ctx ends or Shutdown is called. With an
+// empty Addr it only waits for ctx.
+func (s *Server) Run(ctx context.Context) error {
+	if s.cfg.Addr == "" {
+		close(s.started)
+		<-ctx.Done()
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		close(s.started)
+		return fmt.Errorf("admin: %w", err)
+	}
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	close(s.started)
+	s.opts.Logger.Info("admin listener up", "addr", ln.Addr().String())
+	stop := context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.http.Shutdown(sctx)
+	})
+	defer stop()
+	if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("admin: %w", err)
+	}
+	return nil
+}
+
+// Started is closed once Run has bound its listener (or failed to).
+func (s *Server) Started() <-chan struct{} { return s.started }
+
+// Addr returns the bound address, or nil before Run has bound it.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Shutdown stops the listener, waiting for requests in flight until ctx
+// ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.http.Shutdown(ctx)
+}

@@ -1,0 +1,91 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAdminEndpoints(t *testing.T) {
+	reg := NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_test_total", Help: "test"})
+	reg.MustRegister(c)
+	c.Add(3)
+	var notReady atomic.Bool
+	notReady.Store(true)
+	s := New(Config{Addr: "127.0.0.1:0"}, Options{Gatherer: reg, Ready: func() error {
+		if notReady.Load() {
+			return errors.New("zones not loaded")
+		}
+		return nil
+	}})
+	s.Handle("GET /status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "checks") }))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	<-s.Started()
+	if s.Addr() == nil {
+		t.Fatal("no address after start")
+	}
+	base := "http://" + s.Addr().String()
+
+	tests := []struct {
+		name     string
+		path     string
+		wantCode int
+		wantBody string
+	}{
+		{"metrics carry registered series", "/metrics", 200, "corral_test_total 3"},
+		{"metrics carry Go runtime", "/metrics", 200, "go_goroutines"},
+		{"healthz", "/healthz", 200, "ok"},
+		{"readyz while not ready", "/readyz", 503, "zones not loaded"},
+		{"pprof index", "/debug/pprof/", 200, "goroutine"},
+		{"extra page", "/status", 200, "checks"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := get(t, base+tc.path)
+			if code != tc.wantCode || !strings.Contains(body, tc.wantBody) {
+				t.Errorf("GET %s = %d %q, want %d with %q", tc.path, code, body, tc.wantCode, tc.wantBody)
+			}
+		})
+	}
+	notReady.Store(false)
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Errorf("readyz = %d once ready", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Error("listener still answers after shutdown")
+	}
+}
+
+func TestAdminBadAddr(t *testing.T) {
+	if err := (Config{Addr: "nonsense"}).Validate(); err == nil {
+		t.Error("Validate accepted an address without a port")
+	}
+	s := New(Config{Addr: "127.0.0.1:99999"}, Options{})
+	if err := s.Run(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "admin: ") {
+		t.Errorf("Run on a bad port: %v", err)
+	}
+}

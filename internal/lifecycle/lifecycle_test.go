@@ -1,0 +1,88 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// part blocks in Run until Shutdown or its context ends, recording calls.
+type part struct {
+	mu       sync.Mutex
+	fail     error
+	stop     chan struct{}
+	once     sync.Once
+	shutdown bool
+}
+
+func newPart(fail error) *part {
+	return &part{fail: fail, stop: make(chan struct{})}
+}
+
+func (p *part) Run(ctx context.Context) error {
+	if p.fail != nil {
+		return p.fail
+	}
+	select {
+	case <-p.stop:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func (p *part) Shutdown(context.Context) error {
+	p.mu.Lock()
+	p.shutdown = true
+	p.mu.Unlock()
+	p.once.Do(func() { close(p.stop) })
+	return nil
+}
+
+func (p *part) wasShutdown() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.shutdown
+}
+
+func TestRunStopsAllOnContextEnd(t *testing.T) {
+	a, b := newPart(nil), newPart(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, nil, time.Second, Named{"a", a}, Named{"b", b}) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("clean stop returned %v", err)
+	}
+	if !a.wasShutdown() || !b.wasShutdown() {
+		t.Error("a part was not shut down")
+	}
+}
+
+func TestRunStopsOthersWhenOneFails(t *testing.T) {
+	a := newPart(nil)
+	b := newPart(errors.New("bind: address in use"))
+	err := Run(context.Background(), nil, time.Second, Named{"server", a}, Named{"admin", b})
+	if err == nil || !strings.Contains(err.Error(), "admin: bind: address in use") {
+		t.Fatalf("err = %v, want the failing part named", err)
+	}
+	if !a.wasShutdown() {
+		t.Error("the healthy part was not shut down")
+	}
+}
+
+// stubborn ignores Shutdown and only stops when its Run context ends.
+type stubborn struct{}
+
+func (stubborn) Run(ctx context.Context) error  { <-ctx.Done(); return nil }
+func (stubborn) Shutdown(context.Context) error { return nil }
+
+func TestRunCancelsPartsThatIgnoreShutdown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Run(ctx, nil, 10*time.Millisecond, Named{"s", stubborn{}}); err != nil {
+		t.Fatal(err)
+	}
+}
