@@ -1,0 +1,137 @@
+package backoff
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Rand is the source of uniform numbers a Backoff draws from. *rand.Rand of
+// math/rand/v2 implements it; seed one (rand.New(rand.NewPCG(s1, s2))) to
+// reproduce a run. Float64 should return a number in [0, 1); anything else is
+// clamped by the policy.
+type Rand interface {
+	Float64() float64
+}
+
+// globalRand draws from math/rand/v2's top-level generator, which is safe for
+// concurrent use and seeded by the runtime.
+type globalRand struct{}
+
+func (globalRand) Float64() float64 { return rand.Float64() }
+
+// Backoff is the stateful reconnect schedule of one connection: Next returns
+// the delay before the next attempt, Reset starts over after a success and
+// Hint records a server's retry-after for the next delay. Next is the method
+// most callers want.
+//
+// The zero value is usable: it is full jitter with the default parameters,
+// drawing from math/rand/v2's top-level generator. A Backoff is not safe for
+// concurrent use; each connection owns its own.
+type Backoff struct {
+	policy     Policy
+	rnd        Rand
+	minConnect time.Duration
+	attempt    int
+	prev       time.Duration
+	hint       time.Duration // pending retry-after hint, 0 when none
+}
+
+// NewBackoff builds a Backoff for the policy c describes, drawing its
+// uniform numbers from rnd. A nil rnd uses math/rand/v2's top-level
+// generator, which cannot be seeded; pass a seeded *rand.Rand for
+// reproducible runs.
+func NewBackoff(c Config, rnd Rand) (*Backoff, error) {
+	c, err := c.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p, err := New(c)
+	if err != nil {
+		return nil, err
+	}
+	if rnd == nil {
+		rnd = globalRand{}
+	}
+	return &Backoff{policy: p, rnd: rnd, minConnect: c.MinConnectTimeout}, nil
+}
+
+// init makes the zero value usable.
+func (b *Backoff) init() {
+	if b.policy == nil {
+		// The zero Config is valid, so New cannot fail here.
+		b.policy, _ = New(Config{})
+	}
+	if b.rnd == nil {
+		b.rnd = globalRand{}
+	}
+}
+
+// Next returns the delay to wait before the next attempt and advances the
+// schedule. When a hint is pending it returns Policy.HintDelay of the hint
+// instead of Policy.Delay and consumes the hint; either way the attempt
+// count advances and the returned delay becomes the previous delay that
+// decorrelated jitter grows from. Next draws exactly one number from the
+// random source per call.
+func (b *Backoff) Next() time.Duration {
+	b.init()
+	u := b.rnd.Float64()
+	var d time.Duration
+	if b.hint > 0 {
+		d = b.policy.HintDelay(b.hint, u)
+		b.hint = 0
+	} else {
+		d = b.policy.Delay(b.attempt, b.prev, u)
+	}
+	b.prev = d
+	if b.attempt < math.MaxInt {
+		b.attempt++
+	}
+	return d
+}
+
+// Reset starts the schedule over, as after a successful connection: the
+// attempt count and the previous delay go back to zero and a pending hint is
+// dropped.
+func (b *Backoff) Reset() {
+	b.attempt, b.prev, b.hint = 0, 0, 0
+}
+
+// Hint records a server's retry-after for the next call of Next. A hint of
+// zero or less is ignored. When several hints arrive before Next, the
+// largest wins, since each is a floor the server asked for.
+func (b *Backoff) Hint(retryAfter time.Duration) {
+	if retryAfter > b.hint {
+		b.hint = retryAfter
+	}
+}
+
+// HintAt records a retry-after given as a point in time (an HTTP-date
+// Retry-After), read against now: it is Hint(until.Sub(now)).
+func (b *Backoff) HintAt(until, now time.Time) {
+	b.Hint(until.Sub(now))
+}
+
+// Attempt returns the number of delays Next has returned since the last
+// Reset; it saturates at math.MaxInt.
+func (b *Backoff) Attempt() int { return b.attempt }
+
+// Policy returns the policy the Backoff follows.
+func (b *Backoff) Policy() Policy {
+	b.init()
+	return b.policy
+}
+
+// ConnectTimeout returns the deadline of a connection attempt whose slot in
+// the schedule is delay, following the gRPC protocol: the caller takes
+// d := Next() before the attempt, gives the attempt ConnectTimeout(d) =
+// max(d, MinConnectTimeout) to connect and, if it fails, waits until the
+// attempt's start plus d. It returns 0 when the configuration sets no minimum
+// connect timeout (every policy but grpc by default), meaning the policy
+// prescribes no deadline and the caller uses its own.
+func (b *Backoff) ConnectTimeout(delay time.Duration) time.Duration {
+	if b.minConnect <= 0 {
+		return 0
+	}
+	return max(delay, b.minConnect)
+}
