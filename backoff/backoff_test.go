@@ -1,0 +1,255 @@
+package backoff
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func mustBackoff(t testing.TB, c Config, seed uint64) *Backoff {
+	t.Helper()
+	b, err := NewBackoff(c, rand.New(rand.NewPCG(seed, seed)))
+	if err != nil {
+		t.Fatalf("NewBackoff(%+v): %v", c, err)
+	}
+	return b
+}
+
+// TestBackoffDeterministic checks that one seed gives one sequence and that
+// another seed gives another.
+func TestBackoffDeterministic(t *testing.T) {
+	for _, n := range Names() {
+		c := Config{Policy: n}
+		a, b, other := mustBackoff(t, c, 42), mustBackoff(t, c, 42), mustBackoff(t, c, 43)
+		differs := false
+		for i := range 50 {
+			da, db, dc := a.Next(), b.Next(), other.Next()
+			if da != db {
+				t.Fatalf("%s step %d: %v and %v from the same seed", n, i, da, db)
+			}
+			if da != dc {
+				differs = true
+			}
+		}
+		jittered := n != PolicyNone && n != PolicyExponential
+		if jittered && !differs {
+			t.Errorf("%s: seeds 42 and 43 gave the same 50 delays", n)
+		}
+		if !jittered && differs {
+			t.Errorf("%s: a policy without jitter depends on the seed", n)
+		}
+	}
+}
+
+// TestBackoffFollowsPolicy checks that Next is Policy.Delay fed with the
+// attempt count, the previous returned delay and the source's next number.
+func TestBackoffFollowsPolicy(t *testing.T) {
+	for _, n := range Names() {
+		c := Config{Policy: n, Base: 10 * time.Millisecond, Cap: 5 * time.Second}
+		b := mustBackoff(t, c, 7)
+		p := mustNew(t, c)
+		r := rand.New(rand.NewPCG(7, 7))
+		var prev time.Duration
+		for i := range 40 {
+			want := p.Delay(i, prev, r.Float64())
+			if got := b.Next(); got != want {
+				t.Fatalf("%s step %d: Next = %v, want Policy.Delay = %v", n, i, got, want)
+			}
+			prev = want
+			if b.Attempt() != i+1 {
+				t.Fatalf("%s: Attempt = %d after %d calls", n, b.Attempt(), i+1)
+			}
+		}
+	}
+}
+
+// TestBackoffReset checks that Reset starts the schedule over.
+func TestBackoffReset(t *testing.T) {
+	b := mustBackoff(t, Config{Policy: PolicyExponential, Base: time.Second, Cap: time.Minute}, 1)
+	for range 5 {
+		b.Next()
+	}
+	b.Hint(time.Hour)
+	b.Reset()
+	if b.Attempt() != 0 {
+		t.Errorf("Attempt after Reset = %d, want 0", b.Attempt())
+	}
+	if d := b.Next(); d != time.Second {
+		t.Errorf("first delay after Reset = %v, want the base 1s (the pending hint must be dropped)", d)
+	}
+	dec := mustBackoff(t, Config{Policy: PolicyDecorrelated, Base: time.Second, Cap: time.Hour}, 1)
+	for range 20 {
+		dec.Next()
+	}
+	dec.Reset()
+	if d := dec.Next(); d < time.Second || d > 3*time.Second {
+		t.Errorf("decorrelated after Reset: %v, want within [1s, 3s] (prev back to the base)", d)
+	}
+}
+
+// TestBackoffHint checks that a hint replaces exactly one delay, that the
+// largest of several hints wins, that hints of zero or less are ignored and
+// that the schedule carries on from the hinted delay.
+func TestBackoffHint(t *testing.T) {
+	c := Config{Policy: PolicyFull, Base: 100 * time.Millisecond, Cap: 10 * time.Second}
+	b := mustBackoff(t, c, 3)
+	b.Next()
+	b.Hint(30 * time.Second)
+	b.Hint(20 * time.Second)
+	b.Hint(0)
+	b.Hint(-time.Second)
+	d := b.Next()
+	if d < 30*time.Second || d > 60*time.Second {
+		t.Errorf("hinted delay %v, want within [30s, 60s] (full jitter hint window, largest hint)", d)
+	}
+	if b.Attempt() != 2 {
+		t.Errorf("Attempt = %d, want 2: a hinted delay still counts as an attempt", b.Attempt())
+	}
+	if d := b.Next(); d > 10*time.Second {
+		t.Errorf("delay after the hinted one %v, want back under the 10s cap (hint consumed)", d)
+	}
+
+	b.Hint(-time.Second)
+	if d := b.Next(); d > 10*time.Second {
+		t.Errorf("after a negative hint: %v, want an ordinary delay", d)
+	}
+
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	ex := mustBackoff(t, Config{Policy: PolicyExponential}, 1)
+	ex.HintAt(now.Add(90*time.Second), now)
+	if d := ex.Next(); d != 90*time.Second {
+		t.Errorf("exponential after HintAt(+90s): %v, want exactly 90s", d)
+	}
+	ex.HintAt(now.Add(-time.Minute), now)
+	if d := ex.Next(); d != time.Second {
+		t.Errorf("exponential after HintAt in the past: %v, want the ordinary delay 1s", d)
+	}
+
+	dec := mustBackoff(t, Config{Policy: PolicyDecorrelated, Base: time.Second, Cap: time.Hour}, 5)
+	dec.Hint(10 * time.Minute)
+	h := dec.Next()
+	if d := dec.Next(); d < time.Second || d > 3*h {
+		t.Errorf("decorrelated after a hinted %v: %v, want within [1s, %v] (grows from the hinted delay)", h, d, 3*h)
+	}
+}
+
+// TestBackoffHerdHint checks the point of keeping jitter on hints: 10,000
+// clients handed the same retry-after do not come back together.
+func TestBackoffHerdHint(t *testing.T) {
+	const clients = 10_000
+	hint := 10 * time.Second
+	for _, n := range []string{PolicyFull, PolicyEqual, PolicyDecorrelated, PolicyGRPC} {
+		perSecond := map[time.Duration]int{}
+		r := rand.New(rand.NewPCG(11, 12))
+		for range clients {
+			b, err := NewBackoff(Config{Policy: n}, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Hint(hint)
+			d := b.Next()
+			if d < hint {
+				t.Fatalf("%s: delay %v below the hint %v", n, d, hint)
+			}
+			perSecond[d.Truncate(time.Second)]++
+		}
+		peak := 0
+		for _, k := range perSecond {
+			peak = max(peak, k)
+		}
+		// The narrowest window is grpc's [10s, 14s): at most about a quarter
+		// of the herd in any one second.
+		if peak > clients*3/10 {
+			t.Errorf("%s: %d of %d clients come back in the same second", n, peak, clients)
+		}
+	}
+}
+
+// TestBackoffZeroValue checks that the zero Backoff is full jitter with the
+// defaults.
+func TestBackoffZeroValue(t *testing.T) {
+	var b Backoff
+	for i := range 20 {
+		want := min(DefaultCap, DefaultBase<<i)
+		if d := b.Next(); d < 0 || d > want {
+			t.Fatalf("zero Backoff step %d: %v, want within [0, %v]", i, d, want)
+		}
+	}
+	if b.Policy().Name() != PolicyFull {
+		t.Errorf("zero Backoff policy %q, want full", b.Policy().Name())
+	}
+	if b.ConnectTimeout(time.Second) != 0 {
+		t.Errorf("zero Backoff ConnectTimeout = %v, want 0 (none prescribed)", b.ConnectTimeout(time.Second))
+	}
+}
+
+// TestBackoffConnectTimeout checks the gRPC minimum connect timeout and its
+// absence for the other policies.
+func TestBackoffConnectTimeout(t *testing.T) {
+	g := mustBackoff(t, Config{Policy: PolicyGRPC}, 1)
+	d := g.Next()
+	if d != time.Second {
+		t.Fatalf("grpc first delay %v, want 1s", d)
+	}
+	if ct := g.ConnectTimeout(d); ct != 20*time.Second {
+		t.Errorf("grpc ConnectTimeout(1s) = %v, want 20s", ct)
+	}
+	if ct := g.ConnectTimeout(100 * time.Second); ct != 100*time.Second {
+		t.Errorf("grpc ConnectTimeout(100s) = %v, want 100s", ct)
+	}
+	f := mustBackoff(t, Config{Policy: PolicyFull}, 1)
+	if ct := f.ConnectTimeout(time.Second); ct != 0 {
+		t.Errorf("full ConnectTimeout = %v, want 0", ct)
+	}
+	fm := mustBackoff(t, Config{Policy: PolicyFull, MinConnectTimeout: 5 * time.Second}, 1)
+	if ct := fm.ConnectTimeout(time.Second); ct != 5*time.Second {
+		t.Errorf("full with min_connect_timeout 5s: ConnectTimeout(1s) = %v, want 5s", ct)
+	}
+}
+
+// badRand returns values outside [0, 1).
+type badRand struct{ i int }
+
+func (r *badRand) Float64() float64 {
+	r.i++
+	return []float64{math.NaN(), -3, 7, math.Inf(1)}[r.i%4]
+}
+
+// TestBackoffBadSourceAndSaturation checks that a source returning values
+// outside [0, 1) is clamped and that the attempt count saturates.
+func TestBackoffBadSourceAndSaturation(t *testing.T) {
+	for _, n := range Names() {
+		b, err := NewBackoff(Config{Policy: n}, &badRand{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := mustConfig(t, Config{Policy: n})
+		for range 100 {
+			if d := b.Next(); d < 0 || d > 2*c.Cap {
+				t.Fatalf("%s with a bad source: %v", n, d)
+			}
+		}
+		b.attempt = math.MaxInt - 1
+		b.Next()
+		b.Next()
+		if b.Attempt() != math.MaxInt {
+			t.Errorf("%s: Attempt = %d, want saturation at MaxInt", n, b.Attempt())
+		}
+	}
+}
+
+// TestNewBackoffErrors checks that NewBackoff reports bad configuration and
+// accepts a nil source.
+func TestNewBackoffErrors(t *testing.T) {
+	if _, err := NewBackoff(Config{Policy: "linear"}, nil); err == nil {
+		t.Error("NewBackoff(linear): no error")
+	}
+	b, err := NewBackoff(Config{Policy: PolicyEqual}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := b.Next(); d < DefaultBase/2 || d > DefaultBase {
+		t.Errorf("equal jitter with the global source: %v, want within [%v, %v]", d, DefaultBase/2, DefaultBase)
+	}
+}
