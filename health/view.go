@@ -1,0 +1,35 @@
+package health
+
+// View answers whether a named check is healthy. It is what the DNS answer
+// path asks on every query, so implementations must be cheap and safe for
+// concurrent use.
+//
+// Healthy reports false for a name the view does not know. A record that
+// has no check is healthy by the caller's rule, not the view's: a caller
+// (authdns, say) simply does not ask about records without a check, and
+// validates its references with Config.Has so that an unknown name never
+// reaches the view.
+type View interface {
+	Healthy(name string) bool
+}
+
+// Static is a View with fixed states, for tests and for the cohort
+// simulator: Static{"web-1": true, "web-2": false}. A missing name is
+// unhealthy, as with every View. Reading it is safe for concurrent use;
+// writing to the map while it is read is not.
+type Static map[string]bool
+
+// Healthy reports s[name].
+func (s Static) Healthy(name string) bool { return s[name] }
+
+// ViewFunc adapts a function to a View.
+type ViewFunc func(name string) bool
+
+// Healthy reports f(name).
+func (f ViewFunc) Healthy(name string) bool { return f(name) }
+
+var (
+	_ View = Static(nil)
+	_ View = ViewFunc(nil)
+	_ View = (*Checker)(nil)
+)
