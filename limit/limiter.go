@@ -1,0 +1,365 @@
+package limit
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Clock tells the time. Tests and simulations inject one; a nil Clock in a
+// Config means the system clock.
+type Clock interface {
+	Now() time.Time
+}
+
+// Limiter admits work while the in-flight count is below the limit of its
+// Limit, and feeds the latency of finished work back to the Limit.
+//
+// TryAcquire takes a slot with a compare-and-swap loop, so in-flight never
+// exceeds the limit at admission, whatever the number of goroutines (when
+// the Limit lowers the limit, work already in flight finishes normally and
+// in-flight falls below the new limit). It returns a Token, a small value
+// that costs no allocation; call exactly one of its Success, Ignore or Drop
+// methods when the work ends.
+//
+// Use one Limiter per kind of work: connection admission (the token ends
+// when the handshake ends, its sample is the handshake latency) and
+// in-flight messages (the sample is the processing latency). A long-lived
+// stream is never a sample: end the token when the handshake completes,
+// not when the connection closes.
+//
+// To stay cheap at high rates the Limiter times a subset of tokens: every
+// token while fewer than SamplesPerFlush are acquired per flush interval,
+// then one in a power of two chosen so that about SamplesPerFlush are timed
+// per interval (set TimeEvery to time them all). Latencies go to a
+// lock-free histogram that is fed to the Limit every FlushInterval, by the
+// goroutine whose Success crosses the interval; no goroutine is started.
+//
+// A Limiter is safe for concurrent use. The zero value is not usable; call
+// NewLimiter.
+type Limiter struct {
+	_    [64]byte
+	word atomic.Uint64 // low 32 bits: in-flight; high 32 bits: acquisitions
+	_    [56]byte
+
+	// read-mostly, written at flush
+	ceil    [NumPriorities]atomic.Int64 // admission ceiling per priority; ceil[P0] is the limit
+	mask    atomic.Uint64               // timing stride - 1
+	flushAt atomic.Int64                // ns since base
+	peak    atomic.Int64                // peak in-flight since the last flush
+	_       [16]byte
+
+	hist     atomicHist
+	drops    atomic.Int64 // since the last flush
+	dropped  atomic.Int64 // total
+	ignored  atomic.Int64
+	rejected atomic.Int64
+	invalid  atomic.Int64
+	prio     [2]atomic.Int64 // in-flight of P0 and P1 tokens
+	prioPeak [2]atomic.Int64
+	prioRej  [NumPriorities]atomic.Int64
+
+	lim   Limit
+	clock Clock
+	base  time.Time
+	cfg   LimiterConfig
+
+	mu       sync.Mutex // guards the flush state below
+	lastSeq  uint32
+	acquired int64
+	lastRej  [2]int64
+	reserve  [2]float64
+}
+
+// Token is an admitted unit of work. It is a small value: copy it freely,
+// but call exactly one of Success, Ignore or Drop once on one copy (a second
+// call would release a slot twice). The zero Token, returned with false by
+// a failed acquisition, ignores every call.
+type Token struct {
+	l     *Limiter
+	start int64 // ns since the limiter's base, when timed
+	timed bool
+	prio  int8 // -1 for no priority
+}
+
+// NewLimiter returns a Limiter, or an error for a bad config.
+func NewLimiter(cfg LimiterConfig) (*Limiter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{lim: cfg.Limit, clock: cfg.Clock, cfg: cfg}
+	if l.clock != nil {
+		l.base = l.clock.Now()
+	} else {
+		l.base = time.Now()
+	}
+	l.reserve = [2]float64{cfg.Reserve.P0, cfg.Reserve.P1}
+	l.flushAt.Store(math.MinInt64)
+	l.setCeilings(l.lim.Limit(), 0, 0)
+	return l, nil
+}
+
+// nowNs reads the clock as nanoseconds since the base.
+func (l *Limiter) nowNs() int64 {
+	if l.clock == nil {
+		return int64(time.Since(l.base))
+	}
+	return int64(l.clock.Now().Sub(l.base))
+}
+
+func (l *Limiter) at(t time.Time) int64 { return int64(t.Sub(l.base)) }
+
+// TryAcquire admits one unit of work if in-flight is below the limit.
+// Without priorities this is the method most callers want.
+func (l *Limiter) TryAcquire() (Token, bool) { return l.acquire(l.ceil[P0].Load(), -1, nil) }
+
+// TryAcquireAt is TryAcquire at an explicit time, for tests and simulations.
+func (l *Limiter) TryAcquireAt(now time.Time) (Token, bool) {
+	return l.acquire(l.ceil[P0].Load(), -1, &now)
+}
+
+// TryAcquirePriority admits one unit of work of priority p. P0 may use the
+// whole limit; P1 may not use the share reserved for P0, and P2 may not use
+// the shares reserved for P0 and P1. A reserve is at least its configured
+// fraction of the limit and grows to 1.5 times the recent peak in-flight of
+// its priority (doubling while that priority is being rejected), so a
+// higher priority whose demand fits under the limit takes the slots it
+// needs from lower ones within a few flush intervals. An invalid p is
+// rejected.
+func (l *Limiter) TryAcquirePriority(p Priority) (Token, bool) {
+	if !p.Valid() {
+		return Token{}, false
+	}
+	return l.acquire(l.ceil[p].Load(), int8(p), nil)
+}
+
+// TryAcquirePriorityAt is TryAcquirePriority at an explicit time.
+func (l *Limiter) TryAcquirePriorityAt(p Priority, now time.Time) (Token, bool) {
+	if !p.Valid() {
+		return Token{}, false
+	}
+	return l.acquire(l.ceil[p].Load(), int8(p), &now)
+}
+
+func (l *Limiter) acquire(ceiling int64, prio int8, now *time.Time) (Token, bool) {
+	for {
+		w := l.word.Load()
+		n := int64(uint32(w))
+		if n >= ceiling {
+			l.rejected.Add(1)
+			if prio >= 0 {
+				l.prioRej[prio].Add(1)
+			}
+			return Token{}, false
+		}
+		if !l.word.CompareAndSwap(w, w+(1<<32)+1) {
+			continue
+		}
+		t := Token{l: l, prio: prio}
+		if (w>>32)&l.mask.Load() == 0 {
+			t.timed = true
+			if now != nil {
+				t.start = l.at(*now)
+			} else {
+				t.start = l.nowNs()
+			}
+		}
+		if n+1 > l.peak.Load() {
+			casMax(&l.peak, n+1)
+		}
+		if prio == int8(P0) || prio == int8(P1) {
+			c := l.prio[prio].Add(1)
+			if c > l.prioPeak[prio].Load() {
+				casMax(&l.prioPeak[prio], c)
+			}
+		}
+		return t, true
+	}
+}
+
+func casMax(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// Success releases the slot and, when the token was timed, records the
+// latency since acquisition as a sample.
+func (t Token) Success() {
+	if t.l == nil {
+		return
+	}
+	if !t.timed {
+		t.l.release(t)
+		return
+	}
+	t.l.succeed(t, t.l.nowNs())
+}
+
+// SuccessAt is Success at an explicit time.
+func (t Token) SuccessAt(now time.Time) {
+	if t.l == nil {
+		return
+	}
+	if !t.timed {
+		t.l.release(t)
+		return
+	}
+	t.l.succeed(t, t.l.at(now))
+}
+
+// Ignore releases the slot without a sample: use it for work whose latency
+// says nothing about the server (a client that went away, a validation
+// error).
+func (t Token) Ignore() {
+	if t.l == nil {
+		return
+	}
+	t.l.ignored.Add(1)
+	t.l.release(t)
+}
+
+// Drop releases the slot and reports the work as dropped from overload
+// (timeout, shed downstream). Drops carry no latency; a window with drops
+// cuts the limit.
+func (t Token) Drop() {
+	if t.l == nil {
+		return
+	}
+	t.l.drop(t, t.l.nowNs())
+}
+
+// DropAt is Drop at an explicit time.
+func (t Token) DropAt(now time.Time) {
+	if t.l == nil {
+		return
+	}
+	t.l.drop(t, t.l.at(now))
+}
+
+// Priority returns the token's priority, and false for a token acquired
+// without one.
+func (t Token) Priority() (Priority, bool) {
+	if t.l == nil || t.prio < 0 {
+		return 0, false
+	}
+	return Priority(t.prio), true
+}
+
+func (l *Limiter) release(t Token) {
+	if t.prio == int8(P0) || t.prio == int8(P1) {
+		l.prio[t.prio].Add(-1)
+	}
+	l.word.Add(^uint64(0)) // in-flight - 1; in-flight is >= 1 here, so no borrow
+}
+
+func (l *Limiter) succeed(t Token, now int64) {
+	rtt := time.Duration(now - t.start)
+	l.release(t)
+	if rtt < 0 || rtt > MaxRTT {
+		l.invalid.Add(1)
+		return
+	}
+	l.hist.add(rtt)
+	if now >= l.flushAt.Load() {
+		l.flush(now)
+	}
+}
+
+func (l *Limiter) drop(t Token, now int64) {
+	l.release(t)
+	l.drops.Add(1)
+	l.dropped.Add(1)
+	if now >= l.flushAt.Load() {
+		l.flush(now)
+	}
+}
+
+// Flush feeds what has been measured to the Limit now instead of at the
+// next Success after the flush interval. The Limiter flushes by itself;
+// simulations call FlushAt at the end of a step.
+func (l *Limiter) Flush() { l.flush(l.nowNs()) }
+
+// FlushAt is Flush at an explicit time.
+func (l *Limiter) FlushAt(now time.Time) { l.flush(l.at(now)) }
+
+func (l *Limiter) flush(now int64) {
+	due := l.flushAt.Load()
+	if !l.flushAt.CompareAndSwap(due, now+int64(l.cfg.FlushInterval)) {
+		return // another goroutine flushes
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.word.Load()
+	seq := uint32(w >> 32)
+	acquired := int64(seq - l.lastSeq)
+	l.lastSeq = seq
+	l.acquired += acquired
+	peak := int(l.peak.Swap(int64(uint32(w))))
+	start := l.base.Add(time.Duration(now))
+	l.hist.drain(func(d time.Duration, n int64) {
+		_, _ = l.lim.Update(Sample{Start: start, RTT: d, InFlight: peak, Weight: n})
+	})
+	if d := l.drops.Swap(0); d > 0 {
+		_, _ = l.lim.Update(Sample{Start: start, Dropped: true, InFlight: peak, Weight: d})
+	}
+	if !l.cfg.TimeEvery {
+		stride := uint64(1)
+		if per := acquired / int64(l.cfg.SamplesPerFlush); per > 1 {
+			stride = min(uint64(1)<<bits.Len64(uint64(per-1)), 1<<16)
+		}
+		l.mask.Store(stride - 1)
+	}
+	var peaks [2]int64
+	for i := range peaks {
+		peaks[i] = l.prioPeak[i].Swap(l.prio[i].Load())
+	}
+	l.setCeilings(l.lim.Limit(), peaks[0], peaks[1])
+}
+
+// setCeilings computes the admission ceiling of each priority from the
+// limit and the recent demand of P0 and P1. Called with l.mu held (or
+// before the Limiter is shared).
+func (l *Limiter) setCeilings(limit int, peak0, peak1 int64) {
+	lim := float64(limit)
+	peaks := [2]int64{peak0, peak1}
+	mins := [2]float64{l.cfg.Reserve.P0, l.cfg.Reserve.P1}
+	for i := range 2 {
+		rej := l.prioRej[i].Load()
+		r := max(mins[i]*lim, 1.5*float64(peaks[i]))
+		if rej != l.lastRej[i] {
+			r = max(r, 2*l.reserve[i]) // this priority was turned away: make room fast
+		}
+		l.lastRej[i] = rej
+		l.reserve[i] = min(r, lim)
+	}
+	c1 := max(0, lim-l.reserve[0])
+	c2 := max(0, c1-l.reserve[1])
+	l.ceil[P0].Store(int64(limit))
+	l.ceil[P1].Store(int64(c1))
+	l.ceil[P2].Store(int64(c2))
+}
+
+// Limit returns the current limit.
+func (l *Limiter) Limit() int { return int(l.ceil[P0].Load()) }
+
+// InFlight returns the current number of admitted, unreleased tokens.
+func (l *Limiter) InFlight() int { return int(uint32(l.word.Load())) }
+
+// Algorithm returns the Limit the Limiter feeds.
+func (l *Limiter) Algorithm() Limit { return l.lim }
+
+// String describes the limiter for logs.
+func (l *Limiter) String() string {
+	return fmt.Sprintf("limiter(limit=%d inflight=%d)", l.Limit(), l.InFlight())
+}

@@ -1,0 +1,127 @@
+package limit
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestLimiterNeverAdmitsAboveLimit(t *testing.T) {
+	const limit = 7
+	f, err := NewFixed(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := NewLimiter(LimiterConfig{Limit: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		inUse    atomic.Int64
+		maxInUse atomic.Int64
+		admitted atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				tok, ok := lim.TryAcquire()
+				if !ok {
+					continue
+				}
+				admitted.Add(1)
+				n := inUse.Add(1)
+				casMax(&maxInUse, n)
+				if n > limit {
+					t.Errorf("goroutine %d: %d tokens in use above limit %d", g, n, limit)
+				}
+				if l := lim.InFlight(); l > limit {
+					t.Errorf("goroutine %d: in-flight %d above limit %d", g, l, limit)
+				}
+				inUse.Add(-1)
+				switch i % 3 {
+				case 0:
+					tok.Success()
+				case 1:
+					tok.Ignore()
+				default:
+					tok.Drop()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := lim.InFlight(); got != 0 {
+		t.Errorf("in-flight %d after every token was released, want 0", got)
+	}
+	if admitted.Load() == 0 || maxInUse.Load() < 2 {
+		t.Errorf("admitted %d, max in use %d: the test did not exercise concurrency", admitted.Load(), maxInUse.Load())
+	}
+	s := lim.Snapshot()
+	if s.Acquired != admitted.Load() {
+		t.Errorf("snapshot acquired %d, admitted %d", s.Acquired, admitted.Load())
+	}
+	if s.Acquired+s.Rejected != 16*2000 {
+		t.Errorf("acquired %d + rejected %d != %d attempts", s.Acquired, s.Rejected, 16*2000)
+	}
+}
+
+func TestLimiterPriorityCeilings(t *testing.T) {
+	f, _ := NewFixed(100)
+	clock := &simClock{t: simEpoch}
+	lim, err := NewLimiter(LimiterConfig{Limit: f, Clock: clock, Reserve: Reserve{P0: 0.1, P1: 0.2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []Token
+	take := func(p Priority) int {
+		n := 0
+		for {
+			tok, ok := lim.TryAcquirePriorityAt(p, clock.t)
+			if !ok {
+				return n
+			}
+			held = append(held, tok)
+			n++
+		}
+	}
+	if n := take(P2); n != 70 {
+		t.Errorf("P2 took %d slots of 100 with reserves 0.1 + 0.2, want 70", n)
+	}
+	if n := take(P1); n != 20 {
+		t.Errorf("P1 took %d more slots, want 20", n)
+	}
+	if n := take(P0); n != 10 {
+		t.Errorf("P0 took %d more slots, want 10", n)
+	}
+	if _, ok := lim.TryAcquireAt(clock.t); ok {
+		t.Error("admitted above the limit")
+	}
+	if got := lim.Snapshot().RejectedByPriority; got != (Counts{1, 1, 1}) {
+		t.Errorf("rejections by priority %v, want one each", got)
+	}
+	for _, tok := range held {
+		tok.SuccessAt(clock.t)
+	}
+	// P0 was rejected: at the next flush its reserve doubles.
+	clock.t = clock.t.Add(time.Second)
+	lim.FlushAt(clock.t)
+	if c := lim.Snapshot().Ceilings; c[P1] >= 90 || c[P2] >= c[P1] {
+		t.Errorf("ceilings after a P0 rejection %v: P1 ceiling should drop below 90", c)
+	}
+}
+
+func TestZeroTokenIsNoop(t *testing.T) {
+	var tok Token
+	tok.Success()
+	tok.SuccessAt(simEpoch)
+	tok.Ignore()
+	tok.Drop()
+	tok.DropAt(simEpoch)
+	if _, ok := tok.Priority(); ok {
+		t.Error("zero token has a priority")
+	}
+}

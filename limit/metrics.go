@@ -1,0 +1,202 @@
+package limit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LimiterSnapshot is a Limiter's state at one instant, for callers that do
+// not use Prometheus (the cohort simulator, tests, dashboards).
+type LimiterSnapshot struct {
+	// Limit is the current limit.
+	Limit int
+	// InFlight is the number of unreleased tokens.
+	InFlight int
+	// Ceilings is the admission ceiling of each priority.
+	Ceilings [NumPriorities]int
+	// Acquired is the number of tokens ever admitted.
+	Acquired int64
+	// Rejected is the number of acquisitions refused.
+	Rejected int64
+	// RejectedByPriority counts refusals of TryAcquirePriority.
+	RejectedByPriority Counts
+	// Ignored and Dropped count tokens released with Ignore and Drop.
+	Ignored, Dropped int64
+	// Invalid counts timed tokens whose latency was negative or huge
+	// (explicit times that went backwards) and were not sampled.
+	Invalid int64
+	// Algorithm is the Limit's own counters.
+	Algorithm LimitStats
+}
+
+// Snapshot returns the Limiter's counters.
+func (l *Limiter) Snapshot() LimiterSnapshot {
+	l.mu.Lock()
+	seq := uint32(l.word.Load() >> 32)
+	acquired := l.acquired + int64(seq-l.lastSeq)
+	l.mu.Unlock()
+	s := LimiterSnapshot{
+		Limit:     l.Limit(),
+		InFlight:  l.InFlight(),
+		Acquired:  acquired,
+		Rejected:  l.rejected.Load(),
+		Ignored:   l.ignored.Load(),
+		Dropped:   l.dropped.Load(),
+		Invalid:   l.invalid.Load(),
+		Algorithm: l.lim.Stats(),
+	}
+	for p := range s.Ceilings {
+		s.Ceilings[p] = int(l.ceil[p].Load())
+		s.RejectedByPriority[p] = l.prioRej[p].Load()
+	}
+	return s
+}
+
+// ShedderSnapshot is a Shedder's state at one instant.
+type ShedderSnapshot struct {
+	// Stage is the current stage.
+	Stage Stage
+	// Admitted, Rejected and Severed count decisions per priority
+	// (Severed counts what SeverQuota handed out).
+	Admitted, Rejected, Severed Counts
+	// Transitions is the number of stage changes.
+	Transitions int64
+	// Latency is the latency percentile of the last evaluation that had
+	// enough samples, and Samples the number of latencies it saw.
+	Latency time.Duration
+	Samples int64
+	// FallDwell is the current (possibly damped) fall dwell.
+	FallDwell time.Duration
+	// Emergency reports a resource ceiling reached at the last evaluation.
+	Emergency bool
+}
+
+// Snapshot returns the Shedder's counters.
+func (s *Shedder) Snapshot() ShedderSnapshot {
+	s.mu.Lock()
+	out := ShedderSnapshot{
+		Stage:       s.Stage(),
+		Transitions: s.transitions,
+		Latency:     s.lastP99,
+		Samples:     s.lastCount,
+		FallDwell:   s.fallDwell,
+		Emergency:   s.emergency,
+	}
+	s.mu.Unlock()
+	for p := range NumPriorities {
+		out.Admitted[p] = s.admitted[p].Load()
+		out.Rejected[p] = s.rejected[p].Load()
+		out.Severed[p] = s.severed[p].Load()
+	}
+	return out
+}
+
+// MetricsConfig configures a Collector. Limiter and Shedder may each be
+// nil; the Collector then exports only the other's metrics.
+type MetricsConfig struct {
+	// Registerer receives the Collector. Nil means the caller registers
+	// it (or calls Collect directly).
+	Registerer prometheus.Registerer
+	// Namespace and Subsystem prefix every metric name. Namespace
+	// defaults to "corral", Subsystem to "limit".
+	Namespace, Subsystem string
+	// ConstLabels are added to every metric (for example the limiter's
+	// role: "conn" or "msg").
+	ConstLabels prometheus.Labels
+	Limiter     *Limiter
+	Shedder     *Shedder
+}
+
+// Collector exports a Limiter's and a Shedder's state as Prometheus
+// metrics, read at scrape time so the hot paths pay nothing. It is safe for
+// concurrent use.
+type Collector struct {
+	cfg MetricsConfig
+
+	limit, inflight, acquired, rejected, prioRejected *prometheus.Desc
+	stage, admitted, shedRejected, severed             *prometheus.Desc
+	transitions, latency                               *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a Collector and registers it with cfg.Registerer
+// when set. The metrics are <namespace>_<subsystem>_ followed by: limit,
+// inflight, acquired_total, rejected_total, priority_rejected_total
+// {priority} (from the Limiter); stage, admitted_total{priority},
+// shed_rejected_total{priority}, severed_total{priority},
+// stage_transitions_total, latency_seconds (from the Shedder).
+func NewCollector(cfg MetricsConfig) (*Collector, error) {
+	if cfg.Limiter == nil && cfg.Shedder == nil {
+		return nil, fmt.Errorf("limit: metrics: need a Limiter or a Shedder")
+	}
+	def(&cfg.Namespace, "corral")
+	def(&cfg.Subsystem, "limit")
+	name := func(n string) string { return prometheus.BuildFQName(cfg.Namespace, cfg.Subsystem, n) }
+	desc := func(n, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name(n), help, labels, cfg.ConstLabels)
+	}
+	c := &Collector{
+		cfg:          cfg,
+		limit:        desc("limit", "Current concurrency limit."),
+		inflight:     desc("inflight", "Admitted work not yet released."),
+		acquired:     desc("acquired_total", "Work admitted by the limiter."),
+		rejected:     desc("rejected_total", "Work refused by the limiter."),
+		prioRejected: desc("priority_rejected_total", "Work refused by the limiter, by priority.", "priority"),
+		stage:        desc("stage", "Current shedding stage (0 normal .. 5 lifeboat)."),
+		admitted:     desc("admitted_total", "Work admitted by the shedder, by priority.", "priority"),
+		shedRejected: desc("shed_rejected_total", "Work rejected by the shedder, by priority.", "priority"),
+		severed:      desc("severed_total", "Sessions the shedder asked to sever, by priority.", "priority"),
+		transitions:  desc("stage_transitions_total", "Stage changes."),
+		latency:      desc("latency_seconds", "Latency percentile at the last stage evaluation."),
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("limit: metrics: register: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Describe sends the descriptors of the exported metrics.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	if c.cfg.Limiter != nil {
+		for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.acquired, c.rejected, c.prioRejected} {
+			ch <- d
+		}
+	}
+	if c.cfg.Shedder != nil {
+		for _, d := range []*prometheus.Desc{c.stage, c.admitted, c.shedRejected, c.severed, c.transitions, c.latency} {
+			ch <- d
+		}
+	}
+}
+
+// Collect sends the current values.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	perPrio := func(d *prometheus.Desc, v Counts) {
+		for p := range NumPriorities {
+			ch <- prometheus.MustNewConstMetric(d, counter, float64(v[p]), Priority(p).String())
+		}
+	}
+	if l := c.cfg.Limiter; l != nil {
+		s := l.Snapshot()
+		ch <- prometheus.MustNewConstMetric(c.limit, gauge, float64(s.Limit))
+		ch <- prometheus.MustNewConstMetric(c.inflight, gauge, float64(s.InFlight))
+		ch <- prometheus.MustNewConstMetric(c.acquired, counter, float64(s.Acquired))
+		ch <- prometheus.MustNewConstMetric(c.rejected, counter, float64(s.Rejected))
+		perPrio(c.prioRejected, s.RejectedByPriority)
+	}
+	if sh := c.cfg.Shedder; sh != nil {
+		s := sh.Snapshot()
+		ch <- prometheus.MustNewConstMetric(c.stage, gauge, float64(s.Stage))
+		perPrio(c.admitted, s.Admitted)
+		perPrio(c.shedRejected, s.Rejected)
+		perPrio(c.severed, s.Severed)
+		ch <- prometheus.MustNewConstMetric(c.transitions, counter, float64(s.Transitions))
+		ch <- prometheus.MustNewConstMetric(c.latency, gauge, s.Latency.Seconds())
+	}
+}

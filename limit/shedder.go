@@ -1,0 +1,389 @@
+package limit
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Stage is a shedding stage. Each stage includes the actions of the stages
+// below it.
+type Stage uint8
+
+const (
+	// StageNormal admits everything.
+	StageNormal Stage = iota
+	// StageRejectP2 rejects new P2 work.
+	StageRejectP2
+	// StageSeverP2 also severs existing P2 sessions, paced.
+	StageSeverP2
+	// StageRejectP1 also rejects new P1 work.
+	StageRejectP1
+	// StageSeverP1 also severs existing P1 sessions, paced.
+	StageSeverP1
+	// StageLifeboat also rejects new P0 work. Existing P0 sessions are
+	// severed only during a hard resource emergency.
+	StageLifeboat
+)
+
+// NumStages is the number of stages.
+const NumStages = 6
+
+// String returns the stage's name.
+func (s Stage) String() string {
+	if s < NumStages {
+		return [...]string{"normal", "reject-p2", "sever-p2", "reject-p1", "sever-p1", "lifeboat"}[s]
+	}
+	return fmt.Sprintf("stage(%d)", uint8(s))
+}
+
+// rejects reports whether stage s turns away new work of priority p.
+// An invalid priority is treated as P2.
+func (s Stage) rejects(p Priority) bool {
+	switch p {
+	case P0:
+		return s >= StageLifeboat
+	case P1:
+		return s >= StageRejectP1
+	}
+	return s >= StageRejectP2
+}
+
+// admitsUpTo returns the highest stage at which new work of priority p is
+// still admitted.
+func admitsUpTo(p Priority) Stage {
+	switch p {
+	case P0:
+		return StageSeverP1
+	case P1:
+		return StageSeverP2
+	}
+	return StageNormal
+}
+
+// Decision is the Shedder's answer to an admission request.
+type Decision struct {
+	// Admit is true when the work may proceed (to the Limiter, typically).
+	Admit bool
+	// Stage is the stage the decision was taken at.
+	Stage Stage
+	// RetryAfter is the jittered retry hint for a rejection, zero when
+	// admitted.
+	RetryAfter time.Duration
+}
+
+// Shedder decides, by priority and in stages, what a node turns away and
+// what it lets go when it is overloaded. It owns no sockets: Admit says
+// whether new work may enter, SeverQuota how many existing sessions of each
+// priority to close now, and RetryAfter the hint each of them carries.
+//
+// Stages move one at a time from what the Shedder is told: latencies
+// (Observe, typically handshake latency) against Target, and resource use
+// (ObserveResources) against the ceilings. Every EvalInterval the stage
+// rises if the latency percentile is above Target or resource pressure is
+// high and it has stayed RiseDwell in its stage; it falls if the percentile
+// is at most StepDownRatio x Target, pressure is low and it has stayed
+// FallDwell; a resource ceiling reached jumps to StageLifeboat at once.
+// Evaluation happens inside the calls that carry a time (AdmitAt,
+// SeverQuotaAt, EvaluateAt and their clock variants); no goroutine runs.
+//
+// A Shedder is safe for concurrent use. The zero value is not usable; call
+// NewShedder. Admit is the method most callers want.
+type Shedder struct {
+	stage  atomic.Uint32
+	evalAt atomic.Int64 // unix ns of the next evaluation
+	heap   atomic.Uint64
+	fds    atomic.Int64
+	hist   atomicHist
+
+	admitted [NumPriorities]atomic.Int64
+	rejected [NumPriorities]atomic.Int64
+	severed  [NumPriorities]atomic.Int64
+
+	cfg ShedderConfig
+	rnd jitter
+
+	mu          sync.Mutex // guards the evaluation and pacing state below
+	changedAt   time.Time
+	lastRise    time.Time
+	lastFall    time.Time
+	fallDwell   time.Duration
+	transitions int64
+	lastP99     time.Duration
+	lastCount   int64
+	emergency   bool
+	overloaded  bool
+	tokens      float64
+	tokensAt    time.Time
+	history     []Transition
+}
+
+// Transition records one stage change.
+type Transition struct {
+	At       time.Time
+	From, To Stage
+	// Reason is "latency", "resources", "emergency" or "calm".
+	Reason string
+}
+
+// maxHistory bounds the transitions a Shedder remembers.
+const maxHistory = 256
+
+// NewShedder returns a Shedder at StageNormal, or an error for a bad
+// config.
+func NewShedder(cfg ShedderConfig) (*Shedder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Shedder{cfg: cfg, fallDwell: cfg.FallDwell}
+	s.rnd.src = cfg.Rand
+	s.rnd.ctr.Store(cfg.Seed)
+	now := s.now()
+	s.changedAt, s.tokensAt = now, now
+	s.tokens = s.burst(cfg.SeverRate)
+	s.evalAt.Store(now.Add(cfg.EvalInterval).UnixNano())
+	return s, nil
+}
+
+func (s *Shedder) now() time.Time {
+	if s.cfg.Clock != nil {
+		return s.cfg.Clock.Now()
+	}
+	return time.Now()
+}
+
+// Stage returns the current stage.
+func (s *Shedder) Stage() Stage { return Stage(s.stage.Load()) }
+
+// Observe records one latency (typically a handshake latency). Negative or
+// huge latencies are ignored.
+func (s *Shedder) Observe(d time.Duration) {
+	if d < 0 || d > MaxRTT {
+		return
+	}
+	s.hist.add(d)
+}
+
+// ObserveResources records the current heap size in bytes and number of
+// open file descriptors.
+func (s *Shedder) ObserveResources(heap uint64, fds int) {
+	s.heap.Store(heap)
+	s.fds.Store(int64(max(fds, 0)))
+}
+
+// Admit decides whether new work of priority p may enter now. An invalid
+// priority is treated as P2.
+func (s *Shedder) Admit(p Priority) Decision { return s.AdmitAt(p, s.now()) }
+
+// AdmitAt is Admit at an explicit time.
+func (s *Shedder) AdmitAt(p Priority, now time.Time) Decision {
+	s.maybeEvaluate(now)
+	if !p.Valid() {
+		p = P2
+	}
+	st := Stage(s.stage.Load())
+	if !st.rejects(p) {
+		s.admitted[p].Add(1)
+		return Decision{Admit: true, Stage: st}
+	}
+	s.rejected[p].Add(1)
+	return Decision{Stage: st, RetryAfter: s.RetryAfterAt(p, now)}
+}
+
+// Rejected turns an admission of priority p into a rejection: call it when
+// Admit admitted the work but a later check (a Limiter, typically) turned it
+// away. It moves the count from admitted to rejected and returns the
+// jittered retry hint, so every rejection is counted in one place.
+func (s *Shedder) Rejected(p Priority, now time.Time) time.Duration {
+	if !p.Valid() {
+		p = P2
+	}
+	s.admitted[p].Add(-1)
+	s.rejected[p].Add(1)
+	return s.RetryAfterAt(p, now)
+}
+
+// EvaluateAt runs the stage evaluation if it is due at now, and returns the
+// stage.
+func (s *Shedder) EvaluateAt(now time.Time) Stage {
+	s.maybeEvaluate(now)
+	return s.Stage()
+}
+
+func (s *Shedder) maybeEvaluate(now time.Time) {
+	due := s.evalAt.Load()
+	if now.UnixNano() < due {
+		return
+	}
+	if !s.evalAt.CompareAndSwap(due, now.Add(s.cfg.EvalInterval).UnixNano()) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evaluate(now)
+}
+
+// evaluate moves the stage. Called with s.mu held.
+func (s *Shedder) evaluate(now time.Time) {
+	var h hist
+	s.hist.drain(func(d time.Duration, n int64) { h.add(d, n) })
+	s.lastCount = h.total
+	latencyKnown := h.total >= int64(s.cfg.MinSamples)
+	if latencyKnown {
+		s.lastP99 = h.quantile(s.cfg.Percentile)
+	}
+	pressure, emergency := s.pressure()
+	s.emergency = emergency
+	latHigh := latencyKnown && s.lastP99 > s.cfg.Target
+	latLow := !latencyKnown || s.lastP99 <= time.Duration(float64(s.cfg.Target)*s.cfg.StepDownRatio)
+	resHigh := pressure >= s.cfg.Resources.High
+	s.overloaded = latHigh || resHigh || emergency
+	calm := latLow && pressure < s.cfg.Resources.Low && !emergency
+	st := s.Stage()
+	in := now.Sub(s.changedAt)
+	switch {
+	case emergency && st < StageLifeboat:
+		s.move(now, st, StageLifeboat, "emergency")
+	case s.overloaded && st < StageLifeboat && in >= s.cfg.RiseDwell:
+		reason := "latency"
+		if !latHigh {
+			reason = "resources"
+		}
+		// Rising again soon after a fall is a flap: damp it.
+		if !s.lastFall.IsZero() && s.lastFall.After(s.lastRise) && now.Sub(s.lastFall) < 2*s.fallDwell {
+			s.fallDwell = min(2*s.fallDwell, s.cfg.MaxFallDwell)
+		}
+		s.lastRise = now
+		s.move(now, st, st+1, reason)
+	case calm && st > StageNormal && in >= s.fallDwell:
+		// A long calm since the last rise forgives earlier flaps.
+		if now.Sub(s.lastRise) >= 4*s.fallDwell {
+			s.fallDwell = max(s.cfg.FallDwell, s.fallDwell/2)
+		}
+		s.lastFall = now
+		s.move(now, st, st-1, "calm")
+	}
+}
+
+func (s *Shedder) move(now time.Time, from, to Stage, reason string) {
+	s.stage.Store(uint32(to))
+	s.changedAt = now
+	s.transitions++
+	if len(s.history) == maxHistory {
+		copy(s.history, s.history[1:])
+		s.history = s.history[:maxHistory-1]
+	}
+	s.history = append(s.history, Transition{At: now, From: from, To: to, Reason: reason})
+}
+
+// pressure returns the highest resource use relative to its ceiling and
+// whether a ceiling is reached.
+func (s *Shedder) pressure() (float64, bool) {
+	var p float64
+	r := s.cfg.Resources
+	if r.MaxHeap > 0 {
+		p = max(p, float64(s.heap.Load())/float64(r.MaxHeap))
+	}
+	if r.MaxFDs > 0 {
+		p = max(p, float64(s.fds.Load())/float64(r.MaxFDs))
+	}
+	return p, p >= 1
+}
+
+// SeverQuota returns how many existing sessions of each priority the caller
+// should close now; open is how many it holds of each. See SeverQuotaAt.
+func (s *Shedder) SeverQuota(open Counts) Counts { return s.SeverQuotaAt(open, s.now()) }
+
+// SeverQuotaAt returns how many existing sessions of each priority to close
+// at now, lowest priority first: P2 from StageSeverP2, P1 from
+// StageSeverP1, P0 only during a resource emergency. The total is paced to
+// SeverRate per second (EmergencySeverRate in an emergency) with a burst of
+// a tenth of a second, so callers may ask as often as they like. Give each
+// closed session its own RetryAfterAt hint. The counts are added to the
+// severed metrics.
+func (s *Shedder) SeverQuotaAt(open Counts, now time.Time) Counts {
+	s.maybeEvaluate(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rate := s.cfg.SeverRate
+	if s.emergency {
+		rate = s.cfg.EmergencySeverRate
+	}
+	if dt := now.Sub(s.tokensAt); dt > 0 {
+		s.tokens = min(s.burst(rate), s.tokens+rate*dt.Seconds())
+		s.tokensAt = now
+	}
+	st := s.Stage()
+	var q Counts
+	for _, p := range [...]Priority{P2, P1, P0} {
+		allowed := (p == P2 && st >= StageSeverP2) || (p == P1 && st >= StageSeverP1) || (p == P0 && s.emergency)
+		if !allowed || open[p] <= 0 {
+			continue
+		}
+		n := min(open[p], int64(s.tokens))
+		s.tokens -= float64(n)
+		q[p] = n
+		s.severed[p].Add(n)
+	}
+	return q
+}
+
+func (s *Shedder) burst(rate float64) float64 { return max(1, math.Floor(rate/10)) }
+
+// RetryAfter returns a jittered retry hint for rejected or severed work of
+// priority p.
+func (s *Shedder) RetryAfter(p Priority) time.Duration { return s.RetryAfterAt(p, s.now()) }
+
+// RetryAfterAt returns a retry hint for work of priority p turned away at
+// now. The estimate is the time until the stage has fallen to one that
+// admits p (the rest of the current dwell plus one FallDwell per further
+// stage, one more while still overloaded), or Retry.Min when the stage
+// already admits p (the rejection came from a Limiter); it is clamped to
+// [Retry.Min, Retry.Max] and spread uniformly over [e, e x (1 + Spread)).
+func (s *Shedder) RetryAfterAt(p Priority, now time.Time) time.Duration {
+	if !p.Valid() {
+		p = P2
+	}
+	s.mu.Lock()
+	est := s.cfg.Retry.Min
+	if steps := int(s.Stage()) - int(admitsUpTo(p)); steps > 0 {
+		est = max(0, s.changedAt.Add(s.fallDwell).Sub(now)) + time.Duration(steps-1)*s.fallDwell
+		if s.overloaded {
+			est += s.fallDwell
+		}
+	}
+	s.mu.Unlock()
+	est = max(s.cfg.Retry.Min, min(est, s.cfg.Retry.Max))
+	return est + time.Duration(s.rnd.float64()*s.cfg.Retry.Spread*float64(est))
+}
+
+// Transitions returns the remembered stage changes, oldest first.
+func (s *Shedder) Transitions() []Transition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Transition(nil), s.history...)
+}
+
+// jitter draws uniform numbers from an injected rand.Source (under a
+// mutex) or from a lock-free SplitMix64 sequence.
+type jitter struct {
+	mu  sync.Mutex
+	src rand.Source
+	ctr atomic.Uint64
+}
+
+func (j *jitter) float64() float64 {
+	var x uint64
+	if j.src != nil {
+		j.mu.Lock()
+		x = j.src.Uint64()
+		j.mu.Unlock()
+	} else {
+		x = mix64(j.ctr.Add(0x9e3779b97f4a7c15))
+	}
+	return float64(x>>11) / (1 << 53)
+}

@@ -1,0 +1,291 @@
+package limit
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// window collects samples over one measurement window. Windows are
+// contiguous: each starts where the previous one closed.
+type window struct {
+	dur        time.Duration
+	minSamples int64
+	pct        float64
+
+	open  bool
+	start time.Time
+	h     hist
+	drops int64
+	peak  int
+}
+
+// summary is what a closed window tells an algorithm.
+type summary struct {
+	end   time.Time
+	rtt   time.Duration // latency at the configured percentile, 0 if no successes
+	count int64         // weight of successful samples
+	drops int64         // weight of dropped samples
+	peak  int           // highest in-flight seen
+}
+
+// add puts s in the window and reports whether the window closed; when it
+// did, sum describes it and a new empty window starts at s.Start.
+func (w *window) add(s Sample) (sum summary, closed bool) {
+	if !w.open {
+		w.open, w.start = true, s.Start
+	}
+	if s.Dropped {
+		w.drops += s.weight()
+	} else {
+		w.h.add(s.RTT, s.weight())
+	}
+	w.peak = max(w.peak, s.InFlight)
+	elapsed := s.Start.Sub(w.start)
+	if elapsed < w.dur {
+		return summary{}, false
+	}
+	// A window with too few samples stays open, up to ten windows long,
+	// so that a trickle of traffic does not produce p99s of two requests.
+	if w.h.total < w.minSamples && w.drops == 0 && elapsed < 10*w.dur {
+		return summary{}, false
+	}
+	sum = summary{end: s.Start, rtt: w.h.quantile(w.pct), count: w.h.total, drops: w.drops, peak: w.peak}
+	w.h.reset()
+	w.drops, w.peak, w.start = 0, 0, s.Start
+	return sum, true
+}
+
+// baseline estimates the latency without queueing: a low percentile of the
+// high-percentile latencies of the last n windows. A single lucky window
+// cannot set it, and it follows a real change of the no-load latency once
+// the old windows have aged out. Probes (short windows at a reduced limit,
+// scheduled with jitter) keep unloaded windows in the ring.
+type baseline struct {
+	ring []time.Duration
+	next int
+	full bool
+	pct  float64
+	tmp  []time.Duration
+}
+
+func newBaseline(n int, pct float64) baseline {
+	return baseline{ring: make([]time.Duration, n), pct: pct, tmp: make([]time.Duration, n)}
+}
+
+func (b *baseline) push(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	b.ring[b.next] = d
+	b.next++
+	if b.next == len(b.ring) {
+		b.next, b.full = 0, true
+	}
+}
+
+// ideal returns the estimate, or 0 before the first window.
+func (b *baseline) ideal() time.Duration {
+	n := b.next
+	if b.full {
+		n = len(b.ring)
+	}
+	if n == 0 {
+		return 0
+	}
+	t := b.tmp[:n]
+	copy(t, b.ring[:n])
+	// Insertion sort: n is a few dozen.
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && t[j] < t[j-1]; j-- {
+			t[j], t[j-1] = t[j-1], t[j]
+		}
+	}
+	i := int(b.pct * float64(n))
+	return t[min(i, n-1)]
+}
+
+// core is the state every windowed algorithm shares: the window, the
+// published limit, slow start, growth, probing and counters. The mutex
+// guards everything but the atomics.
+type core struct {
+	mu     sync.Mutex
+	pub    atomic.Int64 // the published limit
+	invald atomic.Int64
+
+	c         Common
+	est       float64
+	win       window
+	samples   int64
+	windows   int64
+	slowStart bool
+	grow      int // consecutive uncongested, saturated windows
+	lastRTT   time.Duration
+	ideal     time.Duration
+
+	// probing, used by algorithms with a baseline
+	base       *baseline
+	probe      ProbeConfig
+	probing    bool
+	saved      float64
+	nextProbe  time.Time
+	rng        splitmix
+	probeArmed bool
+}
+
+func (k *core) init(c Common, b *baseline, p ProbeConfig, seed uint64) {
+	k.c = c
+	k.est = float64(c.InitialLimit)
+	k.win = window{dur: c.Window, minSamples: int64(c.MinSamples), pct: c.Percentile}
+	k.slowStart = true
+	k.base = b
+	k.probe = p
+	k.rng = splitmix{state: seed}
+	k.pub.Store(int64(c.InitialLimit))
+}
+
+// update validates s, adds it and runs step when a window closes. step
+// sees the window summary and changes k.est; update then clamps and
+// publishes.
+func (k *core) update(s Sample, step func(sum summary)) (int, error) {
+	if err := s.Validate(); err != nil {
+		k.invald.Add(1)
+		return int(k.pub.Load()), err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.samples += s.weight()
+	sum, closed := k.win.add(s)
+	if !closed {
+		return int(k.pub.Load()), nil
+	}
+	k.windows++
+	if sum.count > 0 {
+		k.lastRTT = sum.rtt
+	}
+	if k.base != nil {
+		if k.afterProbe(sum) {
+			return k.publish(), nil
+		}
+		if sum.count > 0 {
+			k.base.push(sum.rtt)
+		}
+		k.ideal = k.base.ideal()
+	}
+	step(sum)
+	k.publish()
+	if k.base != nil {
+		k.maybeProbe(sum.end)
+	}
+	return int(k.pub.Load()), nil
+}
+
+// afterProbe handles the window that ran at a probe limit: its latency
+// goes to the baseline and the limit from before the probe comes back.
+func (k *core) afterProbe(sum summary) bool {
+	if !k.probing {
+		return false
+	}
+	k.probing = false
+	if sum.count > 0 {
+		k.base.push(sum.rtt)
+	}
+	k.ideal = k.base.ideal()
+	k.est = k.saved
+	k.scheduleProbe(sum.end)
+	return true
+}
+
+// maybeProbe lowers the limit for one window when a probe is due, so that
+// queues drain and the baseline sees an unloaded latency.
+func (k *core) maybeProbe(now time.Time) {
+	if k.probe.Interval <= 0 || k.slowStart {
+		return
+	}
+	if !k.probeArmed {
+		k.scheduleProbe(now)
+		return
+	}
+	if now.Before(k.nextProbe) {
+		return
+	}
+	k.probing = true
+	k.saved = k.est
+	k.est = max(float64(k.c.MinLimit), k.est*k.probe.Ratio)
+	k.publish()
+}
+
+// scheduleProbe draws the next probe time in [0.5, 1.5) x Interval.
+func (k *core) scheduleProbe(now time.Time) {
+	f := 0.5 + k.rng.float64()
+	k.nextProbe = now.Add(time.Duration(f * float64(k.probe.Interval)))
+	k.probeArmed = true
+}
+
+// saturated reports whether the window used enough of the limit for an
+// increase to be earned; an application that uses a fraction of its
+// limit must not make the limit creep up.
+func (k *core) saturated(sum summary) bool {
+	return float64(sum.peak) >= k.est*k.c.AppLimitRatio
+}
+
+// increase returns the increase for an uncongested, saturated window:
+// doubling in slow start, else q doubled for each consecutive such window,
+// never more than doubling the limit.
+func (k *core) increase(q float64) float64 {
+	if k.slowStart {
+		return k.est
+	}
+	inc := q * math.Pow(2, float64(min(k.grow, 30)))
+	k.grow++
+	return min(inc, k.est)
+}
+
+// congested ends slow start and accelerated growth.
+func (k *core) congested() {
+	k.slowStart = false
+	k.grow = 0
+}
+
+// publish clamps the estimate and stores the integer limit.
+func (k *core) publish() int {
+	k.est = max(float64(k.c.MinLimit), min(k.est, float64(k.c.MaxLimit)))
+	l := int64(k.est)
+	k.pub.Store(l)
+	return int(l)
+}
+
+func (k *core) stats() LimitStats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return LimitStats{
+		Limit:     int(k.pub.Load()),
+		Samples:   k.samples,
+		Invalid:   k.invald.Load(),
+		Windows:   k.windows,
+		SlowStart: k.slowStart,
+		RTT:       k.lastRTT,
+		IdealRTT:  k.ideal,
+		Probing:   k.probing,
+	}
+}
+
+// splitmix is a small deterministic random source (SplitMix64).
+type splitmix struct{ state uint64 }
+
+func (s *splitmix) next() uint64 {
+	s.state += 0x9e3779b97f4a7c15
+	return mix64(s.state)
+}
+
+func mix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// float64 returns a value in [0, 1).
+func (s *splitmix) float64() float64 {
+	return float64(s.next()>>11) / (1 << 53)
+}
