@@ -1,0 +1,93 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// downSet is a Health with an explicit set of failed workers.
+type downSet map[int]bool
+
+func (d downSet) Healthy(w int) bool { return !d[w] }
+
+var _ Health = downSet(nil)
+
+func TestPickFrom(t *testing.T) {
+	hand := []int{10, 20, 30, 40}
+	spill := []int{50, 60}
+	for _, tc := range []struct {
+		name       string
+		down       downSet
+		minHealthy int
+		want       []int
+		status     Status
+		spilled    int
+	}{
+		{name: "all healthy keeps hand order", down: nil, minHealthy: 1, want: []int{10, 20, 30, 40}, status: StatusHealthy},
+		{name: "first member down falls back in order", down: downSet{10: true}, minHealthy: 1, want: []int{20, 30, 40}, status: StatusHealthy},
+		{name: "one healthy meets min 1", down: downSet{10: true, 20: true, 40: true}, minHealthy: 1, want: []int{30}, status: StatusHealthy},
+		{name: "below min 2 spills one", down: downSet{10: true, 20: true, 40: true}, minHealthy: 2, want: []int{30, 50}, status: StatusSpilled, spilled: 1},
+		{name: "spill skips its down workers", down: downSet{10: true, 20: true, 40: true, 50: true}, minHealthy: 2, want: []int{30, 60}, status: StatusSpilled, spilled: 1},
+		{name: "whole hand down spills", down: downSet{10: true, 20: true, 30: true, 40: true}, minHealthy: 1, want: []int{50}, status: StatusSpilled, spilled: 1},
+		{name: "spill is bounded: degraded", down: downSet{10: true, 20: true, 30: true, 50: true, 60: true}, minHealthy: 3, want: []int{40}, status: StatusDegraded},
+		{name: "hand and spill down fail open", down: downSet{10: true, 20: true, 30: true, 40: true, 50: true, 60: true}, minHealthy: 1, want: []int{10, 20, 30, 40}, status: StatusFailOpen},
+		{name: "zero min means one", down: downSet{10: true}, minHealthy: 0, want: []int{20, 30, 40}, status: StatusHealthy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := PickFrom(make([]int, 0, 6), hand, spill, tc.minHealthy, tc.down)
+			if !slices.Equal(c.Workers, tc.want) || c.Status != tc.status || c.Spilled != tc.spilled {
+				t.Fatalf("got %v %s spilled %d, want %v %s spilled %d", c.Workers, c.Status, c.Spilled, tc.want, tc.status, tc.spilled)
+			}
+		})
+	}
+}
+
+// TestDealerPick checks the dealer's pick against PickFrom over its own
+// hand and spill, for many tenants and a fleet with a quarter down, and
+// that a tenant whose hand and spill are all down fails open to its hand.
+func TestDealerPick(t *testing.T) {
+	d, err := NewDealer(DealerConfig{Secret: testSecret, Workers: 64, HandSize: 4, Spill: 3, MinHealthy: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := downSet{}
+	for w := range 16 {
+		down[w*4] = true
+	}
+	seen := map[Status]int{}
+	for i := range 5000 {
+		id := fmt.Sprintf("t%d", i)
+		got := d.Pick(nil, id, down)
+		want := PickFrom(nil, d.Hand(nil, id), d.Spill(nil, id), 2, down)
+		if !slices.Equal(got.Workers, want.Workers) || got.Status != want.Status || got.Spilled != want.Spilled {
+			t.Fatalf("%s: Pick %+v, PickFrom %+v", id, got, want)
+		}
+		for _, w := range got.Workers {
+			if down[w] && got.Status != StatusFailOpen {
+				t.Fatalf("%s: picked down worker %d in %+v", id, w, got)
+			}
+		}
+		seen[got.Status]++
+	}
+	if seen[StatusHealthy] == 0 || seen[StatusSpilled] == 0 {
+		t.Fatalf("statuses seen %v: want healthy and spilled picks", seen)
+	}
+	id := "victim"
+	all := downSet{}
+	for _, w := range append(d.Hand(nil, id), d.Spill(nil, id)...) {
+		all[w] = true
+	}
+	c := d.Pick(nil, id, all)
+	if c.Status != StatusFailOpen || !slices.Equal(c.Workers, d.Hand(nil, id)) {
+		t.Fatalf("all down: %+v, want fail-open to hand %v", c, d.Hand(nil, id))
+	}
+}
+
+func TestStatusString(t *testing.T) {
+	for s, want := range map[Status]string{StatusHealthy: "healthy", StatusSpilled: "spilled", StatusDegraded: "degraded", StatusFailOpen: "fail-open", Status(9): "Status(9)"} {
+		if s.String() != want {
+			t.Errorf("%d: %q, want %q", s, s.String(), want)
+		}
+	}
+}
