@@ -1,0 +1,177 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestCloseCodeTable(t *testing.T) {
+	seen := map[CloseCode]bool{}
+	prev := CloseCode(0)
+	for _, c := range CloseCodes() {
+		if seen[c] {
+			t.Errorf("%v listed twice", c)
+		}
+		seen[c] = true
+		if c <= prev {
+			t.Errorf("CloseCodes not in numeric order at %v", c)
+		}
+		prev = c
+		if !c.Known() || !strings.Contains(c.String(), " ") {
+			t.Errorf("%d has no name", c)
+		}
+		if c != CloseNormal && c.GRPCCode() == codes.OK {
+			t.Errorf("%v maps to gRPC OK", c)
+		}
+		if c >= 1004 && c <= 1006 || c == 1015 {
+			t.Errorf("%v is reserved by RFC 6455 and must not be sent", c)
+		}
+	}
+	if CloseCode(4999).Known() || CloseCode(4999).String() != "4999" {
+		t.Error("unknown code has a name")
+	}
+	if CloseCode(4999).GRPCCode() != codes.Unknown {
+		t.Error("unknown code does not map to codes.Unknown")
+	}
+}
+
+func TestGRPCMapping(t *testing.T) {
+	want := map[CloseCode]codes.Code{
+		ClosePolicyViolation: codes.Unauthenticated,
+		CloseTryAgainLater:   codes.Unavailable,
+		CloseGoingAway:       codes.Unavailable,
+		CloseTooBig:          codes.ResourceExhausted,
+		CloseRateLimited:     codes.ResourceExhausted,
+		CloseSlowConsumer:    codes.ResourceExhausted,
+		CloseForbidden:       codes.PermissionDenied,
+		CloseProtocolError:   codes.InvalidArgument,
+		CloseInternal:        codes.Internal,
+	}
+	for cc, gc := range want {
+		if got := cc.GRPCCode(); got != gc {
+			t.Errorf("%v.GRPCCode() = %v, want %v", cc, got, gc)
+		}
+	}
+	// Where the mapping is one to one, CloseCodeFromGRPC inverts it.
+	for _, cc := range []CloseCode{ClosePolicyViolation, CloseForbidden, CloseInternal, CloseHandshakeTimeout, CloseResumeImpossible, CloseSessionReplaced, CloseTryAgainLater, CloseProtocolError, CloseRateLimited} {
+		if back := CloseCodeFromGRPC(cc.GRPCCode()); back != cc {
+			t.Errorf("CloseCodeFromGRPC(%v) = %v, want %v", cc.GRPCCode(), back, cc)
+		}
+	}
+	if CloseCodeFromGRPC(codes.DataLoss) != CloseInternal {
+		t.Error("unmapped gRPC code is not CloseInternal")
+	}
+}
+
+func TestReasonRoundTrip(t *testing.T) {
+	cases := []struct {
+		name  string
+		retry time.Duration
+		text  string
+		want  string
+	}{
+		{name: "hint and text", retry: 1234 * time.Millisecond, text: "draining", want: "retry_after_ms=1234 draining"},
+		{name: "hint only", retry: 2 * time.Second, want: "retry_after_ms=2000"},
+		{name: "text only", text: "bye", want: "bye"},
+		{name: "sub-millisecond hint rounds up", retry: 1500 * time.Microsecond, want: "retry_after_ms=2"},
+		{name: "text that looks like a hint", text: "retry_after_ms=x", want: "retry_after_ms=x"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FormatReason(tc.retry, tc.text)
+			if got != tc.want {
+				t.Fatalf("FormatReason = %q, want %q", got, tc.want)
+			}
+			r, text := ParseReason(got)
+			wantRetry := tc.retry.Round(0)
+			if tc.retry%time.Millisecond != 0 {
+				wantRetry = (tc.retry/time.Millisecond + 1) * time.Millisecond
+			}
+			if r != wantRetry || text != tc.text {
+				t.Errorf("ParseReason(%q) = %v, %q; want %v, %q", got, r, text, wantRetry, tc.text)
+			}
+		})
+	}
+}
+
+func TestParseReasonForeign(t *testing.T) {
+	for _, s := range []string{"", "going away", "retry_after_ms=", "retry_after_ms=12x", "retry_after_ms=99999999999999999 big", "Retry_after_ms=5"} {
+		r, text := ParseReason(s)
+		if r != 0 || text != s {
+			t.Errorf("ParseReason(%q) = %v, %q; want no hint and the text whole", s, r, text)
+		}
+	}
+}
+
+func TestReasonLength(t *testing.T) {
+	long := strings.Repeat("é", 100) // 200 bytes
+	got := FormatReason(time.Second, long)
+	if len(got) > MaxReasonBytes {
+		t.Fatalf("reason of %d bytes, limit %d", len(got), MaxReasonBytes)
+	}
+	if !utf8.ValidString(got) {
+		t.Fatalf("reason cut inside a rune: %q", got)
+	}
+	if r, _ := ParseReason(got); r != time.Second {
+		t.Errorf("hint lost after the cut: %v", r)
+	}
+}
+
+func TestStatusRoundTrip(t *testing.T) {
+	for _, c := range []Close{
+		{Code: CloseTryAgainLater, RetryAfter: 1500 * time.Millisecond, Text: "admission"},
+		{Code: CloseGoingAway, RetryAfter: 3 * time.Second, Text: "drain"},
+		{Code: ClosePolicyViolation, Text: "token expired"},
+		{Code: CloseSlowConsumer},
+		{Code: CloseSubscriptionLimit, Text: "100 channels"},
+	} {
+		err := c.Status().Err()
+		st, _ := status.FromError(err)
+		if st.Code() != c.Code.GRPCCode() {
+			t.Errorf("%v: status code %v", c.Code, st.Code())
+		}
+		back := CloseFromStatus(fmt.Errorf("wrapped: %w", err))
+		if back != c {
+			t.Errorf("CloseFromStatus(Status(%+v)) = %+v", c, back)
+		}
+	}
+	if err := (Close{Code: CloseNormal}).Status().Err(); err != nil {
+		t.Errorf("normal close gives error %v", err)
+	}
+	if CloseFromStatus(nil).Code != CloseNormal {
+		t.Error("nil error is not a normal close")
+	}
+	// A status from another server: the code is mapped, the hint is absent.
+	if got := CloseFromStatus(status.Error(codes.Unauthenticated, "no")); got.Code != ClosePolicyViolation || got.Text != "no" {
+		t.Errorf("foreign status: %+v", got)
+	}
+	if got := CloseFromStatus(errors.New("eof")); got.Code != CloseInternal {
+		t.Errorf("plain error: %+v", got)
+	}
+}
+
+func TestCloseOf(t *testing.T) {
+	c := Close{Code: CloseRateLimited, RetryAfter: time.Second}
+	if got := CloseOf(fmt.Errorf("session: %w", c)); got != c {
+		t.Errorf("CloseOf(wrapped Close) = %+v", got)
+	}
+	if got := CloseOf(errors.New("boom")); got.Code != CloseInternal {
+		t.Errorf("CloseOf(plain) = %+v", got)
+	}
+	if !strings.HasPrefix(c.Error(), "wire: close 4002 rate limited") {
+		t.Errorf("Close.Error() = %q", c.Error())
+	}
+	if c.Reason() != "retry_after_ms=1000" {
+		t.Errorf("Reason() = %q", c.Reason())
+	}
+	if CloseTooBig.Retryable() || !CloseGoingAway.Retryable() || !CloseTryAgainLater.Retryable() {
+		t.Error("Retryable")
+	}
+}

@@ -1,0 +1,183 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// MaxReasonBytes is the longest close reason a WebSocket close frame can
+// carry (125 bytes of control payload minus the 2-byte code).
+const MaxReasonBytes = 123
+
+// reasonRetryKey prefixes the retry hint in a close reason.
+const reasonRetryKey = "retry_after_ms="
+
+// FormatReason builds the reason text of a close frame. With a positive
+// retryAfter it is "retry_after_ms=N" (N in whole milliseconds, rounded up)
+// followed by a space and text when text is not empty; with retryAfter <= 0
+// it is text alone. The result is cut to MaxReasonBytes at a UTF-8 boundary.
+func FormatReason(retryAfter time.Duration, text string) string {
+	var s string
+	if retryAfter > 0 {
+		ms := (retryAfter + time.Millisecond - 1) / time.Millisecond
+		s = reasonRetryKey + strconv.FormatInt(int64(ms), 10)
+		if text != "" {
+			s += " " + text
+		}
+	} else {
+		s = text
+	}
+	if len(s) <= MaxReasonBytes {
+		return s
+	}
+	cut := MaxReasonBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// ParseReason splits a close reason built by FormatReason into the retry
+// hint (0 when there is none) and the text. A reason that does not start
+// with "retry_after_ms=" followed by a positive number and then a space or
+// the end is returned whole as text with no hint, so any peer's reason
+// parses.
+func ParseReason(reason string) (retryAfter time.Duration, text string) {
+	rest, ok := strings.CutPrefix(reason, reasonRetryKey)
+	if !ok {
+		return 0, reason
+	}
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	if end == 0 || end > 12 || (end < len(rest) && rest[end] != ' ') {
+		return 0, reason
+	}
+	ms, err := strconv.ParseInt(rest[:end], 10, 64)
+	if err != nil || ms == 0 {
+		return 0, reason
+	}
+	text = rest[end:]
+	if text != "" {
+		text = text[1:]
+	}
+	return time.Duration(ms) * time.Millisecond, text
+}
+
+// Close describes how a session ends: the code, an optional retry hint and
+// a text. It is the one value a transport turns into a WebSocket close frame
+// (Reason) or a gRPC status (Status). The zero value is a normal close.
+type Close struct {
+	Code       CloseCode
+	RetryAfter time.Duration
+	Text       string
+}
+
+// Reason returns the WebSocket close reason of c (FormatReason).
+func (c Close) Reason() string { return FormatReason(c.RetryAfter, c.Text) }
+
+// Error returns "wire: close 1013 try again later: text (retry after 2s)".
+func (c Close) Error() string {
+	s := "wire: close " + c.Code.String()
+	if c.Text != "" {
+		s += ": " + c.Text
+	}
+	if c.RetryAfter > 0 {
+		s += " (retry after " + c.RetryAfter.String() + ")"
+	}
+	return s
+}
+
+// grpcDomain is the ErrorInfo domain of the statuses built by Status.
+const grpcDomain = "corral.v1"
+
+// Status returns the gRPC status a gRPC session or Publish call ends with:
+// the code from GRPCCode, the text as message, a RetryInfo detail when
+// RetryAfter is positive and an ErrorInfo detail carrying the exact close
+// code (so CloseFromStatus gets back what Status was given). A normal close
+// gives a nil error from Status(...).Err().
+func (c Close) Status() *status.Status {
+	st := status.New(c.Code.GRPCCode(), c.Text)
+	if c.Code == CloseNormal {
+		return st
+	}
+	var details []protoadapt.MessageV1
+	details = append(details, &errdetails.ErrorInfo{
+		Reason:   "CLOSE_" + strconv.Itoa(int(c.Code)),
+		Domain:   grpcDomain,
+		Metadata: map[string]string{"close_code": strconv.Itoa(int(c.Code))},
+	})
+	if c.RetryAfter > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(c.RetryAfter)})
+	}
+	withDetails, err := st.WithDetails(details...)
+	if err != nil {
+		return st
+	}
+	return withDetails
+}
+
+// CloseFromStatus reads a gRPC error back into a Close: the exact close code
+// if the status carries corral's ErrorInfo, else CloseCodeFromGRPC of its
+// code; the retry hint from RetryInfo; the message as text. A nil error is a
+// normal close; an error that is not a gRPC status is CloseInternal.
+func CloseFromStatus(err error) Close {
+	if err == nil {
+		return Close{Code: CloseNormal}
+	}
+	var carrier interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &carrier) {
+		return Close{Code: CloseInternal, Text: err.Error()}
+	}
+	st := carrier.GRPCStatus()
+	c := Close{Code: CloseCodeFromGRPC(st.Code()), Text: st.Message()}
+	if st.Code() == codes.OK {
+		return Close{Code: CloseNormal}
+	}
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() != grpcDomain {
+				continue
+			}
+			n, perr := strconv.Atoi(d.GetMetadata()["close_code"])
+			if perr == nil && n > 0 && n < 5000 {
+				c.Code = CloseCode(n)
+			}
+		case *errdetails.RetryInfo:
+			if rd := d.GetRetryDelay(); rd != nil && rd.IsValid() {
+				c.RetryAfter = rd.AsDuration()
+			}
+		}
+	}
+	return c
+}
+
+// CloseOf returns the Close carried by err: err itself (or one it wraps)
+// when it is a Close or a *DecodeError, else CloseInternal with err's text.
+// A nil err is a normal close.
+func CloseOf(err error) Close {
+	if err == nil {
+		return Close{Code: CloseNormal}
+	}
+	var c Close
+	if errors.As(err, &c) {
+		return c
+	}
+	var de *DecodeError
+	if errors.As(err, &de) {
+		return Close{Code: de.Code, Text: de.Error()}
+	}
+	return Close{Code: CloseInternal, Text: fmt.Sprint(err)}
+}
