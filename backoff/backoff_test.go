@@ -253,3 +253,51 @@ func TestNewBackoffErrors(t *testing.T) {
 		t.Errorf("equal jitter with the global source: %v, want within [%v, %v]", d, DefaultBase/2, DefaultBase)
 	}
 }
+
+// TestPolicyConcurrent shares one policy of each kind between goroutines;
+// under -race it proves the policies are read-only after New.
+func TestPolicyConcurrent(t *testing.T) {
+	for _, n := range Names() {
+		p := mustNew(t, Config{Policy: n})
+		want := p.Delay(5, time.Second, 0.3)
+		done := make(chan time.Duration, 4)
+		for g := range 4 {
+			go func() {
+				var d time.Duration
+				for i := range 1000 {
+					d = p.Delay(5, time.Second, 0.3)
+					_ = p.Delay(i, d, float64(g)/4)
+					_ = p.HintDelay(time.Duration(i), 0.5)
+				}
+				done <- d
+			}()
+		}
+		for range 4 {
+			if d := <-done; d != want {
+				t.Errorf("%s: concurrent Delay = %v, want %v", n, d, want)
+			}
+		}
+	}
+}
+
+// TestZeroAllocs checks that Delay, HintDelay and Next do not allocate.
+func TestZeroAllocs(t *testing.T) {
+	for _, n := range Names() {
+		p := mustNew(t, Config{Policy: n})
+		b := mustBackoff(t, Config{Policy: n}, 1)
+		var d time.Duration
+		i := 0
+		if a := testing.AllocsPerRun(1000, func() {
+			i++
+			d = p.Delay(i&63, d, 0.7)
+			d += p.HintDelay(d, 0.2)
+			b.Hint(time.Second)
+			d += b.Next()
+			if i%40 == 0 {
+				b.Reset()
+			}
+		}); a != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", n, a)
+		}
+	}
+}

@@ -14,6 +14,13 @@
 // device; Bounds gives the support of the distribution. Policies hold no
 // mutable state and are safe for concurrent use.
 //
+// Two cautions for a quantile-driven simulator. Decorrelated jitter depends
+// on the previous delay, so each slice of a cohort must carry its own prev.
+// And each attempt needs fresh quantiles: feeding a slice the same u at every
+// attempt makes its path perfectly correlated (the slice that drew the
+// smallest delay once draws it every time), which is not the spread of
+// independent clients.
+//
 // A Backoff is the stateful per-connection object most callers want: Next
 // returns the delay before the next attempt, Reset starts over after a
 // success, and Hint records a server's retry-after for the next delay. It
