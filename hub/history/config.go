@@ -1,0 +1,85 @@
+package history
+
+import (
+	"time"
+
+	"github.com/corralhq/corral/internal/config"
+)
+
+// Config bounds a history store. The zero value, after Defaults, keeps 30
+// seconds and at most 1000 messages (and 1 MiB in memory) per channel.
+type Config struct {
+	// Store is "jetstream" (history in a JetStream stream, shared by every
+	// hub on the same NATS, surviving restarts when NATS keeps files) or
+	// "memory" (in this process only; for a single hub).
+	Store string `yaml:"store"`
+	// Window is how long a message stays resumable. Default 30s.
+	Window time.Duration `yaml:"window"`
+	// MaxMessages caps the messages kept per channel. Default 1000.
+	MaxMessages int `yaml:"max_messages"`
+	// MaxBytes caps the payload bytes kept per channel by the memory store.
+	// Default 1 MiB.
+	MaxBytes int `yaml:"max_bytes"`
+	// StreamMaxBytes caps the whole JetStream stream; 0 means no cap beyond
+	// the window and MaxMessages. When the cap discards a channel's oldest
+	// messages, resumes from before them get a gap.
+	StreamMaxBytes int64 `yaml:"stream_max_bytes"`
+	// Replicas is the JetStream stream's replica count (1, 3 or 5). Default 1.
+	Replicas int `yaml:"replicas"`
+}
+
+// Default store names.
+const (
+	StoreJetStream = "jetstream"
+	StoreMemory    = "memory"
+)
+
+// Defaults returns cfg with zero fields set to their defaults.
+func (c Config) Defaults() Config {
+	if c.Store == "" {
+		c.Store = StoreJetStream
+	}
+	if c.Window == 0 {
+		c.Window = 30 * time.Second
+	}
+	if c.MaxMessages == 0 {
+		c.MaxMessages = 1000
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 1 << 20
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	return c
+}
+
+// Validate checks the values; zero values are valid (they mean defaults).
+func (c Config) Validate() error {
+	switch c.Store {
+	case "", StoreJetStream, StoreMemory:
+	default:
+		return config.Errorf("store", "history: %q: want jetstream or memory", c.Store)
+	}
+	if c.Window < 0 {
+		return config.Errorf("window", "history: must not be negative, got %v", c.Window)
+	}
+	if c.Window != 0 && c.Window < time.Second {
+		return config.Errorf("window", "history: must be at least 1s, got %v", c.Window)
+	}
+	if c.MaxMessages < 0 {
+		return config.Errorf("max_messages", "history: must not be negative, got %d", c.MaxMessages)
+	}
+	if c.MaxBytes < 0 {
+		return config.Errorf("max_bytes", "history: must not be negative, got %d", c.MaxBytes)
+	}
+	if c.StreamMaxBytes < 0 {
+		return config.Errorf("stream_max_bytes", "history: must not be negative, got %d", c.StreamMaxBytes)
+	}
+	switch c.Replicas {
+	case 0, 1, 3, 5:
+	default:
+		return config.Errorf("replicas", "history: want 1, 3 or 5, got %d", c.Replicas)
+	}
+	return nil
+}

@@ -1,0 +1,303 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/natsutil"
+)
+
+// fakeClock is an injected clock for the memory store.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func counter(prefix string) func() string {
+	var mu sync.Mutex
+	n := 0
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return fmt.Sprintf("%s%d", prefix, n)
+	}
+}
+
+func natsConn(t *testing.T, cfg natsutil.Config) *natsutil.Conn {
+	t.Helper()
+	c, err := natsutil.Connect(context.Background(), cfg, t.Name(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func openJS(t *testing.T, c *natsutil.Conn, cfg Config) *JetStream {
+	t.Helper()
+	j := NewJetStream(cfg, JetStreamOptions{JS: c.JS, FileStorage: c.Persistent()})
+	if err := j.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// stores runs f against both stores, each fresh.
+func stores(t *testing.T, cfg Config, f func(t *testing.T, s Store)) {
+	t.Run("memory", func(t *testing.T) {
+		f(t, NewMemory(cfg, MemoryOptions{Now: (&fakeClock{t: time.Unix(1000, 0)}).Now}))
+	})
+	t.Run("jetstream", func(t *testing.T) {
+		f(t, openJS(t, natsConn(t, natsutil.Config{}), cfg))
+	})
+}
+
+func appendN(t *testing.T, s Store, ch string, n int) []Message {
+	t.Helper()
+	var out []Message
+	for i := range n {
+		m, err := s.Append(context.Background(), ch, Message{Priority: uint8(i % 3), Data: fmt.Appendf(nil, "m%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestOffsetsCountUpInOneEpoch(t *testing.T) {
+	stores(t, Config{}, func(t *testing.T, s Store) {
+		ms := appendN(t, s, "t1.room", 5)
+		for i, m := range ms {
+			if m.Offset != uint64(i+1) || m.Epoch != ms[0].Epoch || m.Epoch == "" {
+				t.Fatalf("message %d: offset %d epoch %q, want offset %d in epoch %q", i, m.Offset, m.Epoch, i+1, ms[0].Epoch)
+			}
+		}
+		other := appendN(t, s, "t1.other", 1)
+		if other[0].Offset != 1 {
+			t.Errorf("a second channel starts at %d, want 1", other[0].Offset)
+		}
+		cur, err := s.Current(context.Background(), "t1.room")
+		if err != nil || cur != (Position{Epoch: ms[0].Epoch, Offset: 5}) {
+			t.Errorf("Current = %+v, %v", cur, err)
+		}
+	})
+}
+
+func TestSinceAnswers(t *testing.T) {
+	stores(t, Config{MaxMessages: 20}, func(t *testing.T, s Store) {
+		ms := appendN(t, s, "c", 30)
+		ep := ms[0].Epoch
+		cur := Position{Epoch: ep, Offset: 30}
+		tests := []struct {
+			name      string
+			from      Position
+			recovered bool
+			first     uint64 // offset of the first message returned, 0 for none
+			n         int
+		}{
+			{"no position starts live", Position{}, true, 0, 0},
+			{"up to date", cur, true, 0, 0},
+			{"missed five", Position{Epoch: ep, Offset: 25}, true, 26, 5},
+			{"missed exactly the cap", Position{Epoch: ep, Offset: 10}, true, 11, 20},
+			{"missed more than the cap", Position{Epoch: ep, Offset: 9}, false, 0, 0},
+			{"another epoch", Position{Epoch: "nope", Offset: 25}, false, 0, 0},
+			{"offset from the future", Position{Epoch: ep, Offset: 31}, false, 0, 0},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				r, err := s.Since(context.Background(), "c", tc.from)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Recovered != tc.recovered || len(r.Messages) != tc.n || r.Current != cur {
+					t.Fatalf("recovered %v, %d messages, current %+v; want %v, %d, %+v", r.Recovered, len(r.Messages), r.Current, tc.recovered, tc.n, cur)
+				}
+				for i, m := range r.Messages {
+					want := ms[tc.first-1+uint64(i)]
+					if m.Offset != want.Offset || string(m.Data) != string(want.Data) || m.Priority != want.Priority || m.Epoch != ep {
+						t.Fatalf("message %d = %+v, want %+v", i, m, want)
+					}
+				}
+			})
+		}
+		r, err := s.Since(context.Background(), "never.used", Position{Epoch: ep, Offset: 3})
+		if err != nil || r.Recovered || r.Current != (Position{}) {
+			t.Errorf("resume on a channel without history: %+v, %v; want a gap", r, err)
+		}
+	})
+}
+
+func TestMemoryWindowWithInjectedClock(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	s := NewMemory(Config{Window: 30 * time.Second}, MemoryOptions{Now: clk.Now, NewEpoch: counter("e")})
+	ctx := context.Background()
+	appendN(t, s, "c", 3) // at t=0
+	clk.Advance(20 * time.Second)
+	appendN(t, s, "c", 2) // offsets 4, 5 at t=20s
+	clk.Advance(15 * time.Second)
+	// t=35s: offsets 1..3 aged out, 4 and 5 remain.
+	r, _ := s.Since(ctx, "c", Position{Epoch: "e1", Offset: 3})
+	if !r.Recovered || len(r.Messages) != 2 || r.Messages[0].Offset != 4 {
+		t.Fatalf("resume inside the window: %+v", r)
+	}
+	r, _ = s.Since(ctx, "c", Position{Epoch: "e1", Offset: 2})
+	if r.Recovered {
+		t.Fatalf("resume from before the window recovered: %+v", r)
+	}
+	clk.Advance(15 * time.Second)
+	// t=50s: everything aged out; the channel starts over in a new epoch.
+	if n := s.Sweep(clk.Now()); n != 1 || s.Channels() != 0 {
+		t.Fatalf("Sweep dropped %d, %d channels left", n, s.Channels())
+	}
+	m := appendN(t, s, "c", 1)[0]
+	if m.Epoch != "e2" || m.Offset != 1 {
+		t.Fatalf("after losing history: epoch %q offset %d, want e2 at 1", m.Epoch, m.Offset)
+	}
+	r, _ = s.Since(ctx, "c", Position{Epoch: "e1", Offset: 5})
+	if r.Recovered || r.Current != (Position{Epoch: "e2", Offset: 1}) {
+		t.Fatalf("resume from the lost epoch: %+v, want a gap at e2/1", r)
+	}
+}
+
+func TestMemoryByteCap(t *testing.T) {
+	s := NewMemory(Config{MaxBytes: 10}, MemoryOptions{})
+	ctx := context.Background()
+	for range 5 {
+		if _, err := s.Append(ctx, "c", Message{Data: []byte("abcd")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, _ := s.Current(ctx, "c")
+	r, _ := s.Since(ctx, "c", Position{Epoch: cur.Epoch, Offset: 3})
+	if !r.Recovered || len(r.Messages) != 2 {
+		t.Fatalf("two 4-byte messages fit in 10 bytes: %+v", r)
+	}
+	r, _ = s.Since(ctx, "c", Position{Epoch: cur.Epoch, Offset: 2})
+	if r.Recovered {
+		t.Fatal("resume beyond the byte cap recovered")
+	}
+}
+
+func TestInvalidChannel(t *testing.T) {
+	stores(t, Config{}, func(t *testing.T, s Store) {
+		for _, ch := range []string{"", "a..b", ".a", "a b", "a*", "a>", string(make([]byte, 600))} {
+			if _, err := s.Append(context.Background(), ch, Message{}); err == nil {
+				t.Errorf("Append(%q) accepted", ch)
+			}
+		}
+	})
+}
+
+func TestJetStreamHubsShareOffsets(t *testing.T) {
+	c := natsConn(t, natsutil.Config{})
+	a := openJS(t, c, Config{})
+	b := openJS(t, c, Config{})
+	const per = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, s := range []*JetStream{a, b} {
+		wg.Go(func() {
+			for i := range per {
+				if _, err := s.Append(context.Background(), "shared", Message{Data: fmt.Appendf(nil, "%d", i)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	cur, err := a.Current(context.Background(), "shared")
+	if err != nil || cur.Offset != 2*per {
+		t.Fatalf("Current = %+v, %v; want offset %d", cur, err, 2*per)
+	}
+	r, err := b.Since(context.Background(), "shared", Position{Epoch: cur.Epoch, Offset: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Offset 0 in the current epoch asks for everything.
+	if !r.Recovered || len(r.Messages) != 2*per {
+		t.Fatalf("got %d messages (recovered %v), want %d", len(r.Messages), r.Recovered, 2*per)
+	}
+	for i, m := range r.Messages {
+		if m.Offset != uint64(i+1) {
+			t.Fatalf("message %d has offset %d: offsets must be contiguous", i, m.Offset)
+		}
+	}
+}
+
+func TestJetStreamHistorySurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	c1, err := natsutil.Connect(ctx, natsutil.Config{StoreDir: dir}, "one", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := NewJetStream(Config{}, JetStreamOptions{JS: c1.JS, FileStorage: c1.Persistent()})
+	if err := s1.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ms := appendN(t, s1, "c", 10)
+	c1.Close()
+
+	c2 := natsConn(t, natsutil.Config{StoreDir: dir})
+	s2 := openJS(t, c2, Config{})
+	r, err := s2.Since(ctx, "c", Position{Epoch: ms[0].Epoch, Offset: 7})
+	if err != nil || !r.Recovered || len(r.Messages) != 3 || string(r.Messages[2].Data) != "m9" {
+		t.Fatalf("after restart: %+v, %v", r, err)
+	}
+	m := appendN(t, s2, "c", 1)[0]
+	if m.Offset != 11 || m.Epoch != ms[0].Epoch {
+		t.Fatalf("append after restart: offset %d epoch %q", m.Offset, m.Epoch)
+	}
+}
+
+func TestJetStreamWindowStartsNewEpoch(t *testing.T) {
+	c := natsConn(t, natsutil.Config{})
+	s := openJS(t, c, Config{Window: time.Second})
+	ctx := context.Background()
+	first := appendN(t, s, "c", 2)
+	// Poll until JetStream's MaxAge has removed the messages.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cur, err := s.Current(ctx, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur == (Position{}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("messages never aged out")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	m := appendN(t, s, "c", 1)[0]
+	if m.Offset != 1 || m.Epoch == first[0].Epoch {
+		t.Fatalf("after the window: offset %d epoch %q (old %q)", m.Offset, m.Epoch, first[0].Epoch)
+	}
+	r, _ := s.Since(ctx, "c", Position{Epoch: first[0].Epoch, Offset: 2})
+	if r.Recovered {
+		t.Fatal("resume from the aged-out epoch recovered")
+	}
+}

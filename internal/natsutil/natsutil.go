@@ -1,0 +1,258 @@
+package natsutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Conn is a connection to NATS with JetStream, and the embedded server
+// behind it when there is one. Create it with Connect and release it with
+// Close. It is safe for concurrent use.
+type Conn struct {
+	// NC is the NATS client connection.
+	NC *nats.Conn
+	// JS is JetStream on NC.
+	JS jetstream.JetStream
+
+	emb        *Embedded
+	persistent bool
+}
+
+// Embedded is an embedded nats-server and the temporary store directory it
+// owns, if any. Shutdown stops it.
+type Embedded struct {
+	// Server is the running nats-server.
+	Server *server.Server
+	tmpDir string
+}
+
+// Shutdown stops the server, waits for it and removes its temporary store.
+// It is safe to call more than once.
+func (e *Embedded) Shutdown() {
+	e.Server.Shutdown()
+	e.Server.WaitForShutdown()
+	if e.tmpDir != "" {
+		_ = os.RemoveAll(e.tmpDir)
+	}
+}
+
+// Connect starts the embedded server (when cfg.URL is empty) and connects
+// to it or to the external URL. name labels the client connection (it shows
+// in NATS monitoring). The logger receives the embedded server's warnings
+// and errors; nil discards them.
+func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*Conn, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []nats.Option{nats.Name(name), nats.Timeout(cfg.timeout()), nats.MaxReconnects(-1)}
+	c := &Conn{persistent: cfg.URL != "" || cfg.StoreDir != ""}
+	if cfg.URL == "" {
+		emb, err := StartServer(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		c.emb = emb
+		opts = append(opts, nats.InProcessServer(emb.Server))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("natsutil: connect %q: %w", cfg.URL, err)
+	}
+	c.NC = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("natsutil: jetstream: %w", err)
+	}
+	c.JS = js
+	if err := ctx.Err(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Server returns the embedded server, or nil when connected to an external
+// URL.
+func (c *Conn) Server() *server.Server {
+	if c.emb == nil {
+		return nil
+	}
+	return c.emb.Server
+}
+
+// Persistent reports whether JetStream keeps files (an external server, or
+// an embedded one with a store directory): streams should then use file
+// storage so that history survives a restart.
+func (c *Conn) Persistent() bool { return c.persistent }
+
+// Close drains nothing: it closes the client connection and shuts the
+// embedded server down. It is safe to call more than once.
+func (c *Conn) Close() {
+	if c.NC != nil {
+		c.NC.Close()
+	}
+	if c.emb != nil {
+		c.emb.Shutdown()
+	}
+}
+
+// StartServer starts an embedded nats-server with JetStream from the
+// embedded-server fields of cfg and waits until it takes connections. It
+// opens a client port only when cfg.Listen is set and a route port only when
+// cfg.Cluster.Listen is set (a clustered server also opens a client port on
+// a free port of the route host, because nats-server routes only once its
+// client accept loop runs). Without cfg.StoreDir, JetStream state goes to a
+// fresh temporary directory that Shutdown removes. The caller shuts it down.
+func StartServer(cfg Config, log *slog.Logger) (*Embedded, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	o := &server.Options{
+		ServerName: cfg.ServerName,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		NoSigs:     true,
+		DontListen: cfg.Listen == "",
+	}
+	emb := &Embedded{}
+	if cfg.StoreDir == "" {
+		// nats-server would share os.TempDir()/jetstream between servers of
+		// one process; give each its own.
+		dir, err := os.MkdirTemp("", "corral-nats-")
+		if err != nil {
+			return nil, fmt.Errorf("natsutil: %w", err)
+		}
+		emb.tmpDir, o.StoreDir = dir, dir
+	}
+	fail := func(err error) (*Embedded, error) {
+		if emb.tmpDir != "" {
+			_ = os.RemoveAll(emb.tmpDir)
+		}
+		return nil, err
+	}
+	if cfg.Listen != "" {
+		host, port, err := splitHostPort(cfg.Listen)
+		if err != nil {
+			return fail(fmt.Errorf("natsutil: listen: %w", err))
+		}
+		o.Host, o.Port = host, port
+	}
+	if cfg.Cluster.Listen != "" {
+		host, port, err := splitHostPort(cfg.Cluster.Listen)
+		if err != nil {
+			return fail(fmt.Errorf("natsutil: cluster.listen: %w", err))
+		}
+		o.Cluster = server.ClusterOpts{Name: cfg.Cluster.Name, Host: host, Port: port}
+		if o.DontListen {
+			// nats-server starts routing only after its client accept
+			// loop: a clustered server needs a client port, so it gets a
+			// free one on the route host.
+			o.DontListen, o.Host, o.Port = false, host, -1
+		}
+		for _, r := range cfg.Cluster.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return fail(fmt.Errorf("natsutil: cluster.routes: %w", err))
+			}
+			o.Routes = append(o.Routes, u)
+		}
+	}
+	srv, err := server.NewServer(o)
+	if err != nil {
+		return fail(fmt.Errorf("natsutil: embedded server: %w", err))
+	}
+	emb.Server = srv
+	srv.SetLoggerV2(&natsLogger{log: log}, false, false, false)
+	srv.Start()
+	if !srv.ReadyForConnections(cfg.timeout()) {
+		emb.Shutdown()
+		return nil, fmt.Errorf("natsutil: embedded server not ready within %v", cfg.timeout())
+	}
+	return emb, nil
+}
+
+// splitHostPort parses host:port; port 0 becomes -1, which nats-server
+// reads as "pick a free port".
+func splitHostPort(addr string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	p, err := strconv.Atoi(ps)
+	if err != nil || p < 0 || p > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", ps)
+	}
+	if p == 0 {
+		p = -1
+	}
+	return host, p, nil
+}
+
+// EnsureStream creates the stream, or updates it to cfg when it exists with
+// another configuration.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("natsutil: stream %s: %w", cfg.Name, err)
+	}
+	return s, nil
+}
+
+// IsWrongLastSequence reports whether err is JetStream's answer to a publish
+// whose expected last sequence did not match (optimistic concurrency lost).
+func IsWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return err != nil && strings.Contains(err.Error(), "wrong last sequence")
+}
+
+// natsLogger forwards nats-server warnings and errors to slog.
+type natsLogger struct{ log *slog.Logger }
+
+func (l *natsLogger) Noticef(string, ...any) {}
+func (l *natsLogger) Debugf(string, ...any)  {}
+func (l *natsLogger) Tracef(string, ...any)  {}
+func (l *natsLogger) Warnf(format string, v ...any) {
+	l.log.Warn("nats: " + fmt.Sprintf(format, v...))
+}
+func (l *natsLogger) Errorf(format string, v ...any) {
+	l.log.Error("nats: " + fmt.Sprintf(format, v...))
+}
+func (l *natsLogger) Fatalf(format string, v ...any) {
+	l.log.Error("nats: fatal: " + fmt.Sprintf(format, v...))
+}
+
+// ConnectEmbedded connects in process to a running embedded server (a
+// member of a Cluster, say) and opens JetStream. The server is not owned:
+// Close leaves it running. persistent is what Persistent reports.
+func ConnectEmbedded(srv *server.Server, name string, persistent bool) (*Conn, error) {
+	nc, err := nats.Connect("", nats.Name(name), nats.InProcessServer(srv), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("natsutil: connect in process: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("natsutil: jetstream: %w", err)
+	}
+	return &Conn{NC: nc, JS: js, persistent: persistent}, nil
+}

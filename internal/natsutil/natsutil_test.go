@@ -1,0 +1,137 @@
+package natsutil
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestEmbeddedOpensNoPortAndRunsJetStream(t *testing.T) {
+	ctx := context.Background()
+	c, err := Connect(ctx, Config{}, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Server() == nil {
+		t.Fatal("no embedded server")
+	}
+	if a := c.Server().Addr(); a != nil {
+		t.Errorf("embedded server listens on %v without being asked", a)
+	}
+	if c.Persistent() {
+		t.Error("memory-only embedded server reports persistent")
+	}
+	s, err := EnsureStream(ctx, c.JS, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JS.Publish(ctx, "t.a", []byte("one"), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.JS.Publish(ctx, "t.a", []byte("two"), jetstream.WithExpectLastSequencePerSubject(0))
+	if !IsWrongLastSequence(err) {
+		t.Fatalf("second publish expecting an empty subject: err = %v, want wrong last sequence", err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, "t.a")
+	if err != nil || string(m.Data) != "one" {
+		t.Fatalf("last = %v, %v", m, err)
+	}
+}
+
+func TestListenOpensClientPort(t *testing.T) {
+	c, err := Connect(context.Background(), Config{Listen: "127.0.0.1:0"}, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nc, err := nats.Connect(c.Server().ClientURL())
+	if err != nil {
+		t.Fatalf("external client cannot join %s: %v", c.Server().ClientURL(), err)
+	}
+	nc.Close()
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"url with embedded options", Config{URL: "nats://x:4222", StoreDir: "/tmp/x"}, "url"},
+		{"bad listen", Config{Listen: "nope"}, "listen"},
+		{"negative timeout", Config{ConnectTimeout: -time.Second}, "connect_timeout"},
+		{"cluster without listen", Config{Cluster: ClusterConfig{Name: "c"}}, "cluster"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "natsutil: ") {
+				t.Fatalf("err = %v, want a natsutil error naming %q", err, tc.want)
+			}
+		})
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("zero config: %v", err)
+	}
+}
+
+func TestClusterRoutesMessagesBetweenMembers(t *testing.T) {
+	cl, err := StartCluster("t", 3, 30*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Shutdown()
+	a, err := ConnectEmbedded(cl.Members[0].Server, "a", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	c, err := ConnectEmbedded(cl.Members[2].Server, "c", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sub, err := c.NC.SubscribeSync("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Interest propagates over routes asynchronously: publish until it
+	// arrives.
+	for i := 0; ; i++ {
+		if err := a.NC.Publish("x", []byte("hi")); err != nil {
+			t.Fatal(err)
+		}
+		m, err := sub.NextMsg(100 * time.Millisecond)
+		if err == nil {
+			if string(m.Data) != "hi" {
+				t.Fatalf("got %q", m.Data)
+			}
+			break
+		}
+		if !errors.Is(err, nats.ErrTimeout) || i > 200 {
+			t.Fatalf("no message across the cluster: %v", err)
+		}
+	}
+	// Clustered JetStream answers on every member.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		_, err = EnsureStream(ctx, c.JS, jetstream.StreamConfig{Name: "C", Subjects: []string{"c.>"}, Storage: jetstream.MemoryStorage})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("stream on the cluster: %v", err)
+	}
+}
