@@ -249,3 +249,42 @@ func TestNextDelayJitterBounds(t *testing.T) {
 		})
 	}
 }
+
+func TestRefFollowsTheNameAcrossUpdate(t *testing.T) {
+	c := mustNew(t, Config{Checks: []CheckConfig{tcpCheck("a"), tcpCheck("b")}}, Options{})
+	ra, ok := c.Ref("a")
+	if !ok || !ra.Healthy() {
+		t.Fatal("Ref of a healthy check")
+	}
+	if _, ok := c.Ref("nope"); ok {
+		t.Error("Ref of an unknown check")
+	}
+	if (Ref{}).Healthy() {
+		t.Error("zero Ref is healthy")
+	}
+	_, _ = c.Observe("a", errDown)
+	if ra.Healthy() {
+		t.Fatal("Ref did not follow a transition")
+	}
+	// A changed definition starts in its initial state; the Ref follows.
+	changed := tcpCheck("a")
+	changed.Address = "127.0.0.1:2"
+	if err := c.Update(Config{Checks: []CheckConfig{changed, tcpCheck("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if !ra.Healthy() {
+		t.Fatal("Ref kept the old definition's state")
+	}
+	_ = c.Update(Config{Checks: []CheckConfig{tcpCheck("b")}})
+	if ra.Healthy() {
+		t.Fatal("Ref of a removed check is healthy")
+	}
+	_ = c.Update(Config{Checks: []CheckConfig{tcpCheck("a"), tcpCheck("b")}})
+	if !ra.Healthy() {
+		t.Fatal("Ref did not follow the check's return")
+	}
+	_, _ = c.Observe("a", errDown)
+	if ra.Healthy() != c.Healthy("a") || ra.Healthy() {
+		t.Fatal("Ref and Healthy disagree")
+	}
+}

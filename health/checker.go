@@ -107,7 +107,8 @@ type Checker struct {
 
 	// tmu serializes every change of state, so that calculated checks and
 	// subscribers see transitions in order.
-	tmu sync.Mutex
+	tmu   sync.Mutex
+	slots map[string]*slot // by check name; guarded by tmu
 
 	mu      sync.Mutex
 	seed    *rand.Rand // guarded by mu
@@ -122,6 +123,10 @@ type Checker struct {
 
 type subscriber struct{ fn func(Change) }
 
+// slot holds the state of the check of one name. A name keeps its slot for
+// the life of the Checker, across Update.
+type slot struct{ healthy atomic.Bool }
+
 // table is one immutable set of checks; a reload swaps in a new table.
 type table struct {
 	byName map[string]*check
@@ -132,9 +137,11 @@ type table struct {
 // check is the state of one check. healthy is read without locks; the
 // rest is guarded by mu (and changed only under the Checker's tmu).
 type check struct {
-	cfg     CheckConfig // normalized, immutable
-	target  string
-	healthy atomic.Bool
+	cfg    CheckConfig // normalized, immutable
+	target string
+	// state is shared by every generation of the check of this name, so
+	// that a Ref stays valid across Update.
+	state *slot
 
 	prober   prober     // nil for calculated checks
 	rng      *rand.Rand // used by the check's loop only
@@ -160,7 +167,7 @@ func New(cfg Config, opts Options) (*Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Checker{opts: opts, log: opts.Logger, now: opts.Now, seed: opts.Rand}
+	c := &Checker{opts: opts, log: opts.Logger, now: opts.Now, seed: opts.Rand, slots: map[string]*slot{}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -190,7 +197,28 @@ func New(cfg Config, opts Options) (*Checker, error) {
 // Checker does not know. It takes no lock and allocates nothing.
 func (c *Checker) Healthy(name string) bool {
 	ch := c.tab.Load().byName[name]
-	return ch != nil && ch.healthy.Load()
+	return ch != nil && ch.state.healthy.Load()
+}
+
+// Ref is a resolved reference to the check of one name: its Healthy is a
+// single atomic load, for callers that resolve their checks once (when a
+// zone is built, say) instead of on every query. A Ref follows the check of
+// its name across Update: it reports the new definition's state when the
+// check changed, and false while no check of that name is configured. The
+// zero Ref reports false. It is safe for concurrent use.
+type Ref struct{ s *slot }
+
+// Healthy reports whether the referenced check is healthy.
+func (r Ref) Healthy() bool { return r.s != nil && r.s.healthy.Load() }
+
+// Ref returns a reference to the named check, and false when no check of
+// that name is configured now.
+func (c *Checker) Ref(name string) (Ref, bool) {
+	ch := c.tab.Load().byName[name]
+	if ch == nil {
+		return Ref{}, false
+	}
+	return Ref{ch.state}, true
 }
 
 // Run starts the probes and blocks until ctx ends or Shutdown is called;
@@ -285,8 +313,13 @@ func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check, changes
 	for _, cc := range checks {
 		ch := old.byName[cc.Name]
 		if ch == nil || !reflect.DeepEqual(ch.cfg, cc) {
-			ch = &check{cfg: cc, target: cc.target(), since: at}
-			ch.healthy.Store(cc.Initial != InitialUnhealthy)
+			st := c.slots[cc.Name]
+			if st == nil {
+				st = &slot{}
+				c.slots[cc.Name] = st
+			}
+			ch = &check{cfg: cc, target: cc.target(), since: at, state: st}
+			st.healthy.Store(cc.Initial != InitialUnhealthy)
 			if cc.Kind != KindCalculated {
 				ch.prober = newProber(cc, c.opts.Dial)
 				ch.rng = rand.New(rand.NewPCG(c.seed.Uint64(), c.seed.Uint64()))
@@ -300,6 +333,9 @@ func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check, changes
 		if t.byName[ch.cfg.Name] != ch {
 			ch.removed = true
 			stopped = append(stopped, ch)
+		}
+		if t.byName[ch.cfg.Name] == nil {
+			ch.state.healthy.Store(false)
 			c.m.remove(ch.cfg.Name)
 		}
 	}
@@ -329,7 +365,7 @@ func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check, changes
 	changes = c.recalc(t, at)
 	for _, ch := range t.list {
 		if old.byName[ch.cfg.Name] != ch {
-			c.m.add(ch.cfg.Name, ch.healthy.Load())
+			c.m.add(ch.cfg.Name, ch.state.healthy.Load())
 		}
 	}
 	return started, stopped, changes
@@ -390,7 +426,7 @@ func (c *Checker) probe(ctx context.Context, ch *check) Result {
 	timeout := err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded)
 	if err != nil && ctx.Err() != nil {
 		// Shutting down: the probe was cut short, it says nothing.
-		return Result{Err: err, Healthy: ch.healthy.Load()}
+		return Result{Err: err, Healthy: ch.state.healthy.Load()}
 	}
 	lat := end.Sub(begin)
 	c.m.duration.WithLabelValues(ch.cfg.Kind).Observe(lat.Seconds())
@@ -435,6 +471,12 @@ func (c *Checker) ObserveAt(name string, err error, at time.Time) (bool, error) 
 // threshold is reached; it returns the state after.
 func (c *Checker) apply(ch *check, err error, timeout bool, lat time.Duration, at time.Time) bool {
 	c.tmu.Lock()
+	if ch.removed {
+		// The check left the configuration while this probe ran; its
+		// successor of the same name (if any) owns the state now.
+		c.tmu.Unlock()
+		return c.Healthy(ch.cfg.Name)
+	}
 	ch.mu.Lock()
 	ch.probes++
 	ch.lastProbe, ch.lastLatency = at, lat
@@ -444,22 +486,20 @@ func (c *Checker) apply(ch *check, err error, timeout bool, lat time.Duration, a
 		ch.fails, ch.oks, ch.lastErr = ch.fails+1, 0, err.Error()
 	}
 	change, changed := ch.evaluate(at)
-	healthy := ch.healthy.Load()
+	healthy := ch.state.healthy.Load()
 	ch.mu.Unlock()
 	var changes []Change
-	if !ch.removed {
-		outcome := OutcomeSuccess
-		switch {
-		case timeout:
-			outcome = OutcomeTimeout
-		case err != nil:
-			outcome = OutcomeFailure
-		}
-		c.m.results.WithLabelValues(ch.cfg.Name, outcome).Inc()
-		if changed {
-			changes = append(changes, change)
-			changes = append(changes, c.recalc(c.tab.Load(), at)...)
-		}
+	outcome := OutcomeSuccess
+	switch {
+	case timeout:
+		outcome = OutcomeTimeout
+	case err != nil:
+		outcome = OutcomeFailure
+	}
+	c.m.results.WithLabelValues(ch.cfg.Name, outcome).Inc()
+	if changed {
+		changes = append(changes, change)
+		changes = append(changes, c.recalc(c.tab.Load(), at)...)
 	}
 	c.record(changes)
 	c.tmu.Unlock()
@@ -473,7 +513,7 @@ func (ch *check) evaluate(at time.Time) (Change, bool) {
 	if ch.forced {
 		return Change{}, false
 	}
-	cur := ch.healthy.Load()
+	cur := ch.state.healthy.Load()
 	var reason string
 	switch {
 	case cur && ch.fails >= ch.cfg.FailureThreshold:
@@ -483,7 +523,7 @@ func (ch *check) evaluate(at time.Time) (Change, bool) {
 	default:
 		return Change{}, false
 	}
-	ch.healthy.Store(!cur)
+	ch.state.healthy.Store(!cur)
 	ch.since = at
 	return Change{Name: ch.cfg.Name, Healthy: !cur, At: at, Reason: reason}, true
 }
@@ -495,7 +535,7 @@ func (c *Checker) recalc(t *table, at time.Time) []Change {
 	for _, ch := range t.calc {
 		n := 0
 		for _, child := range ch.children {
-			if child.healthy.Load() {
+			if child.state.healthy.Load() {
 				n++
 			}
 		}
@@ -508,8 +548,8 @@ func (c *Checker) recalc(t *table, at time.Time) []Change {
 		if !next {
 			ch.lastErr = fmt.Sprintf("%d of %d children healthy, need %d", n, len(ch.children), ch.cfg.MinHealthy)
 		}
-		if !ch.forced && ch.healthy.Load() != next {
-			ch.healthy.Store(next)
+		if !ch.forced && ch.state.healthy.Load() != next {
+			ch.state.healthy.Store(next)
 			ch.since = at
 			changes = append(changes, Change{Name: ch.cfg.Name, Healthy: next, At: at,
 				Reason: fmt.Sprintf("%d of %d children healthy, need %d", n, len(ch.children), ch.cfg.MinHealthy)})
@@ -599,8 +639,8 @@ func (c *Checker) setForced(name string, forced, healthy bool) error {
 	ch.mu.Lock()
 	ch.forced = forced
 	switch {
-	case forced && ch.healthy.Load() != healthy:
-		ch.healthy.Store(healthy)
+	case forced && ch.state.healthy.Load() != healthy:
+		ch.state.healthy.Store(healthy)
 		ch.since = at
 		changes = append(changes, Change{Name: name, Healthy: healthy, At: at, Reason: "forced"})
 	case !forced && ch.prober != nil:
@@ -641,7 +681,7 @@ func (ch *check) status() Status {
 	defer ch.mu.Unlock()
 	return Status{
 		Name: ch.cfg.Name, Kind: ch.cfg.Kind, Target: ch.target,
-		Healthy: ch.healthy.Load(), Forced: ch.forced, Since: ch.since,
+		Healthy: ch.state.healthy.Load(), Forced: ch.forced, Since: ch.since,
 		LastProbe: ch.lastProbe, LastError: ch.lastErr, LastLatency: ch.lastLatency,
 		Failures: ch.fails, Successes: ch.oks, Probes: ch.probes,
 	}
