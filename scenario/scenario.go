@@ -1,0 +1,229 @@
+package scenario
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/internal/config"
+)
+
+// Scenario is one scenario file. Every field is an input: a population, a
+// topology, capacities and policies. No field sets an outcome. The zero
+// value is not a valid scenario; build one with Load or Decode, or fill the
+// fields and call WithDefaults then Validate.
+type Scenario struct {
+	// Name identifies the scenario in reports.
+	Name string `yaml:"name"`
+	// Description says what the scenario stands for and where its figures
+	// come from.
+	Description string `yaml:"description"`
+	// Seed makes a run reproducible: the same file and seed give the same
+	// result. Default 1.
+	Seed uint64 `yaml:"seed"`
+	// Duration is the event time simulated. Required.
+	Duration time.Duration `yaml:"duration"`
+	// Step is the time step of sim and the resolution of kraken's schedule.
+	// Default 1s.
+	Step time.Duration `yaml:"step"`
+	// Scale is the population factor: every count of devices and every
+	// capacity is multiplied by it. Default 1 (full size). kraken replays a
+	// file at a small Scale against a fabric sized by the same factor.
+	Scale float64 `yaml:"scale"`
+
+	Population Population `yaml:"population"`
+	Geography  Geography  `yaml:"geography"`
+	DNS        DNS        `yaml:"dns"`
+	Edge       Edge       `yaml:"edge"`
+	Origins    []Origin   `yaml:"origins"`
+	Overload   Overload   `yaml:"overload"`
+	Client     Client     `yaml:"client"`
+	Traffic    Traffic    `yaml:"traffic"`
+	Sweep      Sweep      `yaml:"sweep"`
+	Sim        SimOptions `yaml:"sim"`
+}
+
+// Population says how many devices there are and how they divide.
+type Population struct {
+	// Devices is the number of devices the scenario can hold at its peak:
+	// the initially connected ones plus every arrival. Required; the sum of
+	// Initial and the arrivals' devices must not exceed it (the rest stay
+	// offline for the whole run).
+	Devices int64 `yaml:"devices"`
+	// Initial is the number of devices connected at time zero, spread over
+	// the origins as a balanced steady state.
+	Initial int64 `yaml:"initial"`
+	// Protocol is the persistent connection the devices hold: "grpc" or
+	// "websocket". Default "grpc". sim treats both alike; kraken opens
+	// that kind of connection.
+	Protocol string `yaml:"protocol"`
+	// Priorities divide the devices by priority class, most important first
+	// (P0 first). Shares must add up to 1. Default: one class "P0".
+	Priorities []Priority `yaml:"priorities"`
+	// Tenants is the number of tenants the devices belong to, in equal
+	// shares. Default 1. Shuffle-sharded placement deals each tenant a hand.
+	Tenants int `yaml:"tenants"`
+}
+
+// Priority is one priority class of devices.
+type Priority struct {
+	// Name labels the class in reports ("P0").
+	Name string `yaml:"name"`
+	// Share is the fraction of devices in the class, in (0, 1].
+	Share float64 `yaml:"share"`
+}
+
+// Geography spreads devices over CDN points of presence (PoPs) and gives
+// each PoP its edge hosts and recursive resolvers.
+type Geography struct {
+	// PoPs is the number of points of presence. Default 1.
+	PoPs int `yaml:"pops"`
+	// Distribution is "zipf" (share of PoP i proportional to 1/i^s) or
+	// "explicit" (Shares). Default "zipf".
+	Distribution string `yaml:"distribution"`
+	// ZipfExponent is s of the zipf distribution. Default 1.
+	ZipfExponent float64 `yaml:"zipf_exponent"`
+	// Shares are the PoP shares for the explicit distribution; one per PoP,
+	// adding up to 1.
+	Shares []float64 `yaml:"shares"`
+	// HostsPerPoP is the number of edge hosts in each PoP. Default 1.
+	HostsPerPoP int `yaml:"hosts_per_pop"`
+	// HostsPerResolver is how many edge hosts of a PoP share one recursive
+	// resolver (and so one cached answer). Default: all hosts of a PoP.
+	HostsPerResolver int `yaml:"hosts_per_resolver"`
+}
+
+// DNS is the routing policy of the origin name and its records.
+type DNS struct {
+	// Policy is the answer selection policy of authdns/answer: "simple",
+	// "weighted" (one record per answer, drawn by weight), "multivalue" (up
+	// to MaxAnswers healthy records), "failover", "weighted-subset"
+	// (MaxAnswers records drawn by weight) or "shuffle" (the tenant's hand
+	// of HandSize records). Required.
+	Policy string `yaml:"policy"`
+	// TTL is how long a resolver caches an answer. Default 60s.
+	TTL time.Duration `yaml:"ttl"`
+	// MaxAnswers bounds the records in one answer. Default 8.
+	MaxAnswers int `yaml:"max_answers"`
+	// HandSize is the size of a tenant's hand for the shuffle policy.
+	HandSize int `yaml:"hand_size"`
+	// Spill is the number of records outside its hand a tenant's answer
+	// may spill to when none of its hand is healthy (shuffle policy). 0
+	// means no spill: the answer fails open to the whole hand.
+	Spill int `yaml:"spill"`
+	// HealthCheck says how fast the DNS health view notices an origin that
+	// went down.
+	HealthCheck HealthCheck `yaml:"health_check"`
+}
+
+// HealthCheck is the active health check behind the DNS health view.
+type HealthCheck struct {
+	// Interval between checks. Default 10s.
+	Interval time.Duration `yaml:"interval"`
+	// Threshold is the number of failed checks before an origin is marked
+	// unhealthy, and of passed checks before it is healthy again. Default 3.
+	Threshold int `yaml:"threshold"`
+}
+
+// Edge says how an edge host uses a DNS answer.
+type Edge struct {
+	// Pick is "first" (the first address of the answer), "random" (any
+	// address, uniformly) or "p2c" (the less loaded of two random
+	// addresses). Default "first".
+	Pick string `yaml:"pick"`
+}
+
+// Origin is a group of identical origins (load balancers, hubs). The
+// capacities are engineering assumptions and must say so in the file's
+// comments.
+type Origin struct {
+	// Name prefixes the origins' names ("lb" gives lb-1, lb-2, ...).
+	Name string `yaml:"name"`
+	// Count is the number of origins in the group. Default 1.
+	Count int `yaml:"count"`
+	// Region names where the group runs; region loss takes a region down.
+	Region string `yaml:"region"`
+	// Weight is the DNS weight of each record of the group. Default 1.
+	Weight int `yaml:"weight"`
+	// Secondary marks the group's records as failover secondaries (the
+	// failover policy answers them only when no primary is healthy).
+	Secondary bool `yaml:"secondary"`
+	// MaxConnections is the number of concurrent connections one origin
+	// holds. Set it or Headroom.
+	MaxConnections int64 `yaml:"max_connections"`
+	// Headroom sizes MaxConnections from an assumption instead: the group
+	// together holds Headroom times the population's devices, split evenly
+	// over its origins (1.5 means 50 % spare when load is even).
+	Headroom float64 `yaml:"headroom"`
+	// MaxNewPerSecond is the rate of new connections (TLS handshakes plus
+	// session setup) one origin completes per second. Required.
+	MaxNewPerSecond float64 `yaml:"max_new_per_second"`
+	// Backlog bounds the handshakes waiting at one origin; an attempt that
+	// finds it full is refused at once. 0 means unbounded.
+	Backlog int64 `yaml:"backlog"`
+	// HandshakeLatency is the time a handshake takes on an idle origin.
+	// Default 50ms.
+	HandshakeLatency time.Duration `yaml:"handshake_latency"`
+	// MaxRequestsPerSecond is the rate of requests on held connections one
+	// origin serves. 0 means requests are not modelled for the group.
+	MaxRequestsPerSecond float64 `yaml:"max_requests_per_second"`
+}
+
+// Overload says what an origin does past its capacity.
+type Overload struct {
+	// Mode is "errors" (no admission control: handshakes queue up to the
+	// backlog and fail once they are late) or "adaptive" (the limit
+	// package's controller bounds the handshakes in flight and its staged
+	// shedder rejects the lowest priorities first, with a retry-after
+	// hint). Default "errors".
+	Mode string `yaml:"mode"`
+	// Algorithm is the limit algorithm of adaptive mode: "gradient",
+	// "vegas", "aimd" or "fixed". Default "gradient".
+	Algorithm string `yaml:"algorithm"`
+	// RetryAfter is the least retry-after hint sent with a shed attempt or
+	// a severed session; the shedder stretches it while overload lasts.
+	// Default 5s.
+	RetryAfter time.Duration `yaml:"retry_after"`
+	// Target is the handshake latency above which the staged shedder
+	// counts an origin as overloaded (an operator's objective, not an
+	// outcome). Default 250ms.
+	Target time.Duration `yaml:"target"`
+}
+
+// Client is what every device does.
+type Client struct {
+	// Backoff is the reconnect policy, in the backoff package's terms.
+	Backoff backoff.Config `yaml:"backoff"`
+	// ConnectTimeout is how long a device waits for a handshake before it
+	// gives up and backs off. Default 10s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// RequestsPerSecond is the rate of requests each held connection sends.
+	RequestsPerSecond float64 `yaml:"requests_per_second"`
+	// CatchupRequests is the number of "what did I miss" requests a device
+	// sends after each successful (re)connection. Default 1.
+	CatchupRequests float64 `yaml:"catchup_requests"`
+}
+
+// Load reads the scenario file at path strictly (see the package
+// documentation), fills defaults and validates it.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	return Decode(path, data)
+}
+
+// Decode is Load on bytes already read; name is used in messages.
+func Decode(name string, data []byte) (*Scenario, error) {
+	if err := rejectOutcomes(name, data); err != nil {
+		return nil, err
+	}
+	var s Scenario
+	if err := config.Decode(name, data, &s, config.Options{}); err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	s.WithDefaults()
+	return &s, nil
+}

@@ -1,0 +1,369 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/internal/config"
+)
+
+// Names accepted by the enumerated fields.
+var (
+	protocols     = []string{"grpc", "websocket"}
+	distributions = []string{"zipf", "explicit"}
+	dnsPolicies   = []string{"simple", "weighted", "multivalue", "failover", "weighted-subset", "shuffle"}
+	picks         = []string{"first", "random", "p2c"}
+	modes         = []string{"errors", "adaptive"}
+	algorithms    = []string{"gradient", "vegas", "aimd", "fixed"}
+)
+
+// WithDefaults fills every zero field that has a default (see the field
+// documentation). It is idempotent.
+func (s *Scenario) WithDefaults() {
+	s.Seed = or(s.Seed, 1)
+	s.Step = or(s.Step, time.Second)
+	s.Scale = or(s.Scale, 1)
+	p := &s.Population
+	p.Protocol = or(p.Protocol, "grpc")
+	if len(p.Priorities) == 0 {
+		p.Priorities = []Priority{{Name: "P0", Share: 1}}
+	}
+	p.Tenants = or(p.Tenants, 1)
+	g := &s.Geography
+	g.PoPs = or(g.PoPs, 1)
+	g.Distribution = or(g.Distribution, "zipf")
+	g.ZipfExponent = or(g.ZipfExponent, 1)
+	g.HostsPerPoP = or(g.HostsPerPoP, 1)
+	g.HostsPerResolver = or(g.HostsPerResolver, g.HostsPerPoP)
+	d := &s.DNS
+	d.TTL = or(d.TTL, 60*time.Second)
+	d.MaxAnswers = or(d.MaxAnswers, 8)
+	d.HealthCheck.Interval = or(d.HealthCheck.Interval, 10*time.Second)
+	d.HealthCheck.Threshold = or(d.HealthCheck.Threshold, 3)
+	s.Edge.Pick = or(s.Edge.Pick, "first")
+	for i := range s.Origins {
+		o := &s.Origins[i]
+		o.Count = or(o.Count, 1)
+		o.Weight = or(o.Weight, 1)
+		o.HandshakeLatency = or(o.HandshakeLatency, 50*time.Millisecond)
+		if o.Name == "" {
+			o.Name = fmt.Sprintf("origin%d", i+1)
+		}
+	}
+	s.Overload.Mode = or(s.Overload.Mode, "errors")
+	s.Overload.Algorithm = or(s.Overload.Algorithm, "gradient")
+	s.Overload.RetryAfter = or(s.Overload.RetryAfter, 5*time.Second)
+	s.Overload.Target = or(s.Overload.Target, 250*time.Millisecond)
+	s.Client.ConnectTimeout = or(s.Client.ConnectTimeout, 10*time.Second)
+	s.Client.CatchupRequests = or(s.Client.CatchupRequests, 1)
+	s.Sim.Quantiles = or(s.Sim.Quantiles, 64)
+}
+
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Validate reports every bad value of s, with the key path of each (so
+// Load can name its line). It checks a copy with defaults filled, so it may
+// be called before or after WithDefaults.
+func (s *Scenario) Validate() error {
+	c := *s
+	c.Origins = append([]Origin(nil), s.Origins...)
+	c.Population.Priorities = append([]Priority(nil), s.Population.Priorities...)
+	c.WithDefaults()
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, config.Errorf(path, format, args...))
+	}
+	if c.Duration <= 0 {
+		bad("duration", "must be positive (how much event time to simulate)")
+	}
+	if c.Step <= 0 {
+		bad("step", "must be positive, got %v", c.Step)
+	} else if c.Duration > 0 && c.Duration/c.Step > 10_000_000 {
+		bad("step", "%v over %v is more than 10,000,000 steps", c.Step, c.Duration)
+	}
+	if !(c.Scale > 0) || math.IsInf(c.Scale, 0) || c.Scale > 1 {
+		bad("scale", "must be in (0, 1], got %v", c.Scale)
+	}
+	p := c.Population
+	if p.Devices <= 0 {
+		bad("population.devices", "must be positive, got %d", p.Devices)
+	}
+	if p.Initial < 0 {
+		bad("population.initial", "must not be negative, got %d", p.Initial)
+	}
+	oneOf(&errs, "population.protocol", p.Protocol, protocols)
+	sum := 0.0
+	for i, pr := range p.Priorities {
+		if !(pr.Share > 0 && pr.Share <= 1) {
+			bad(fmt.Sprintf("population.priorities[%d].share", i), "must be in (0, 1], got %v", pr.Share)
+		}
+		if pr.Name == "" {
+			bad(fmt.Sprintf("population.priorities[%d].name", i), "is required")
+		}
+		sum += pr.Share
+	}
+	if math.Abs(sum-1) > 1e-9 {
+		bad("population.priorities", "shares add up to %v, want 1", sum)
+	}
+	if p.Tenants < 1 || p.Tenants > 100_000 {
+		bad("population.tenants", "must be in [1, 100000], got %d", p.Tenants)
+	}
+	total := p.Initial
+	for i, a := range c.Traffic.Arrivals {
+		path := fmt.Sprintf("traffic.arrivals[%d]", i)
+		if a.Devices <= 0 {
+			bad(path+".devices", "must be positive, got %d", a.Devices)
+		}
+		if a.At < 0 || a.Over < 0 {
+			bad(path, "at and over must not be negative")
+		}
+		total += a.Devices
+	}
+	if p.Devices > 0 && total > p.Devices {
+		bad("population.devices", "%d is below initial plus arrivals (%d)", p.Devices, total)
+	}
+	c.Geography.validate(bad)
+	c.DNS.validate(bad, len(c.Origins))
+	oneOf(&errs, "edge.pick", c.Edge.Pick, picks)
+	regions := map[string]bool{}
+	if len(c.Origins) == 0 {
+		bad("origins", "at least one origin group is required")
+	}
+	for i, o := range c.Origins {
+		o.validate(bad, fmt.Sprintf("origins[%d]", i))
+		regions[o.Region] = true
+	}
+	oneOf(&errs, "overload.mode", c.Overload.Mode, modes)
+	oneOf(&errs, "overload.algorithm", c.Overload.Algorithm, algorithms)
+	if c.Overload.RetryAfter < 0 {
+		bad("overload.retry_after", "must not be negative")
+	}
+	if c.Overload.Target < 0 {
+		bad("overload.target", "must not be negative")
+	}
+	if err := c.Client.Backoff.Validate(); err != nil {
+		bad("client.backoff", "%s", strings.TrimPrefix(err.Error(), "backoff: "))
+	}
+	if c.Client.ConnectTimeout <= 0 {
+		bad("client.connect_timeout", "must be positive")
+	}
+	if !(c.Client.RequestsPerSecond >= 0) || !(c.Client.CatchupRequests >= 0) {
+		bad("client", "requests_per_second and catchup_requests must not be negative")
+	}
+	for i, d := range c.Traffic.Disconnects {
+		path := fmt.Sprintf("traffic.disconnects[%d]", i)
+		if !(d.Share > 0 && d.Share <= 1) {
+			bad(path+".share", "must be in (0, 1], got %v", d.Share)
+		}
+		if d.Region != "" && !regions[d.Region] {
+			bad(path+".region", "no origin group is in region %q", d.Region)
+		}
+	}
+	for i, r := range c.Traffic.RegionLoss {
+		if !regions[r.Region] || r.Region == "" {
+			bad(fmt.Sprintf("traffic.region_loss[%d].region", i), "no origin group is in region %q", r.Region)
+		}
+	}
+	for i, q := range c.Traffic.Poison {
+		if q.Tenant < 0 || q.Tenant >= p.Tenants {
+			bad(fmt.Sprintf("traffic.poison[%d].tenant", i), "must be in [0, %d), got %d", p.Tenants, q.Tenant)
+		}
+	}
+	for i, b := range c.Sweep.Backoff {
+		if _, err := backoff.Parse(b); err != nil {
+			bad(fmt.Sprintf("sweep.backoff[%d]", i), "%s", strings.TrimPrefix(err.Error(), "backoff: "))
+		}
+	}
+	for i, m := range c.Sweep.Overload {
+		oneOf(&errs, fmt.Sprintf("sweep.overload[%d]", i), m, modes)
+	}
+	for i, n := range c.Sweep.OriginCount {
+		if n < 1 {
+			bad(fmt.Sprintf("sweep.origin_count[%d]", i), "must be at least 1, got %d", n)
+		}
+	}
+	if c.Sim.Quantiles < 1 || c.Sim.Quantiles > 4096 {
+		bad("sim.quantiles", "must be in [1, 4096], got %d", c.Sim.Quantiles)
+	}
+	return errors.Join(errs...)
+}
+
+func (g Geography) validate(bad func(string, string, ...any)) {
+	if g.PoPs < 1 || g.PoPs > 10_000 {
+		bad("geography.pops", "must be in [1, 10000], got %d", g.PoPs)
+	}
+	switch g.Distribution {
+	case "zipf":
+		if !(g.ZipfExponent >= 0) || g.ZipfExponent > 10 {
+			bad("geography.zipf_exponent", "must be in [0, 10], got %v", g.ZipfExponent)
+		}
+		if len(g.Shares) > 0 {
+			bad("geography.shares", "applies only to the explicit distribution")
+		}
+	case "explicit":
+		if len(g.Shares) != g.PoPs {
+			bad("geography.shares", "has %d shares for %d pops", len(g.Shares), g.PoPs)
+		}
+		sum := 0.0
+		for _, v := range g.Shares {
+			if !(v >= 0) {
+				bad("geography.shares", "share %v is negative", v)
+			}
+			sum += v
+		}
+		if math.Abs(sum-1) > 1e-9 {
+			bad("geography.shares", "add up to %v, want 1", sum)
+		}
+	default:
+		bad("geography.distribution", "unknown %q (want one of %s)", g.Distribution, strings.Join(distributions, ", "))
+	}
+	if g.HostsPerPoP < 1 {
+		bad("geography.hosts_per_pop", "must be at least 1")
+	}
+	if g.HostsPerResolver < 1 || g.HostsPerResolver > g.HostsPerPoP {
+		bad("geography.hosts_per_resolver", "must be in [1, hosts_per_pop], got %d", g.HostsPerResolver)
+	}
+}
+
+func (d DNS) validate(bad func(string, string, ...any), groups int) {
+	if !contains(dnsPolicies, d.Policy) {
+		bad("dns.policy", "unknown %q (want one of %s)", d.Policy, strings.Join(dnsPolicies, ", "))
+	}
+	if d.TTL < 0 {
+		bad("dns.ttl", "must not be negative")
+	}
+	if d.MaxAnswers < 1 || d.MaxAnswers > 64 {
+		bad("dns.max_answers", "must be in [1, 64], got %d", d.MaxAnswers)
+	}
+	if d.Policy == "shuffle" && d.HandSize < 1 {
+		bad("dns.hand_size", "the shuffle policy needs a hand size of at least 1")
+	}
+	if d.Spill < 0 {
+		bad("dns.spill", "must not be negative")
+	}
+	if d.Policy != "shuffle" && (d.HandSize != 0 || d.Spill != 0) {
+		bad("dns.hand_size", "hand_size and spill apply only to the shuffle policy")
+	}
+	if d.HealthCheck.Interval <= 0 || d.HealthCheck.Threshold < 1 {
+		bad("dns.health_check", "interval must be positive and threshold at least 1")
+	}
+}
+
+func (o Origin) validate(bad func(string, string, ...any), path string) {
+	if o.Count < 1 || o.Count > 10_000 {
+		bad(path+".count", "must be in [1, 10000], got %d", o.Count)
+	}
+	if o.Weight < 0 {
+		bad(path+".weight", "must not be negative")
+	}
+	switch {
+	case o.MaxConnections > 0 && o.Headroom > 0:
+		bad(path+".headroom", "set max_connections or headroom, not both")
+	case o.MaxConnections < 0 || o.Headroom < 0 || math.IsNaN(o.Headroom):
+		bad(path, "max_connections and headroom must not be negative")
+	case o.MaxConnections == 0 && o.Headroom == 0:
+		bad(path+".max_connections", "set max_connections or headroom (the capacity is an input)")
+	}
+	if !(o.MaxNewPerSecond > 0) || math.IsInf(o.MaxNewPerSecond, 0) {
+		bad(path+".max_new_per_second", "must be positive, got %v", o.MaxNewPerSecond)
+	}
+	if o.Backlog < 0 {
+		bad(path+".backlog", "must not be negative")
+	}
+	if o.HandshakeLatency < 0 {
+		bad(path+".handshake_latency", "must not be negative")
+	}
+	if !(o.MaxRequestsPerSecond >= 0) {
+		bad(path+".max_requests_per_second", "must not be negative")
+	}
+}
+
+func oneOf(errs *[]error, path, v string, allowed []string) {
+	if !contains(allowed, v) {
+		*errs = append(*errs, config.Errorf(path, "unknown %q (want one of %s)", v, strings.Join(allowed, ", ")))
+	}
+}
+
+func contains(xs []string, v string) bool {
+	for _, x := range xs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// outcomeWords are key fragments that would set an outcome rather than an
+// input. A key holding one is refused with its line, even inside a section
+// that would otherwise report it as merely unknown.
+var outcomeWords = []string{
+	"error_rate", "errors_per", "failure_rate", "fail_rate", "success_rate",
+	"drop_rate", "loss_rate", "shed_rate", "timeout_rate", "reject_rate",
+	"5xx", "availability", "downtime", "utilisation", "utilization",
+	"imbalance", "outcome", "expected_", "target_",
+}
+
+// rejectOutcomes refuses a file with a key that sets an outcome.
+func rejectOutcomes(name string, data []byte) error {
+	file, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil // config.Decode reports the syntax error with its line
+	}
+	var errs []error
+	for _, doc := range file.Docs {
+		if doc.Body == nil {
+			continue
+		}
+		ast.Walk(visitor(func(n ast.Node) {
+			mv, ok := n.(*ast.MappingValueNode)
+			if !ok {
+				return
+			}
+			tok := mv.Key.GetToken()
+			if tok == nil {
+				return
+			}
+			key := strings.ToLower(tok.Value)
+			for _, w := range outcomeWords {
+				if strings.Contains(key, w) {
+					errs = append(errs, fmt.Errorf("scenario: %s:%d:%d: %q would set an outcome; outcomes come from capacities and policies, never from the scenario", name, tok.Position.Line, tok.Position.Column, tok.Value))
+					return
+				}
+			}
+		}), doc.Body)
+	}
+	return errors.Join(errs...)
+}
+
+type visitor func(ast.Node)
+
+func (v visitor) Visit(n ast.Node) ast.Visitor {
+	v(n)
+	return v
+}
+
+// retune returns c with its policy replaced by name, dropping the
+// parameters name does not accept.
+func retune(c backoff.Config, name string) backoff.Config {
+	c.Policy = name
+	if name == backoff.PolicyNone {
+		c.Multiplier = 0
+	}
+	if name != backoff.PolicyGRPC {
+		c.Jitter = 0
+	}
+	return c
+}

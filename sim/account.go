@@ -1,0 +1,268 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/corralhq/corral/shard"
+)
+
+// Census counts the devices in each state by walking the engine's
+// structures (not its running totals).
+type Census struct {
+	Offline, Waiting, Connecting, Connected int64
+}
+
+// Total is the number of devices in every state.
+func (c Census) Total() int64 { return c.Offline + c.Waiting + c.Connecting + c.Connected }
+
+// Census walks every structure that holds devices and counts them. It
+// returns an error when a running total disagrees with the walk. It costs
+// time proportional to the cohorts held; tests call it after every step.
+func (s *Sim) Census() (Census, error) {
+	var c Census
+	for _, n := range s.offline {
+		c.Offline += n
+	}
+	c.Waiting = s.wheel.count()
+	for _, b := range s.pend {
+		for _, p := range b {
+			c.Connecting += p.c.n
+		}
+	}
+	var pending int64
+	for i, row := range s.conn {
+		var sum int64
+		for _, n := range row {
+			if n < 0 {
+				return c, fmt.Errorf("sim: origin %d holds %d devices of a flow", i, n)
+			}
+			sum += n
+		}
+		if sum != s.origins[i].conns {
+			return c, fmt.Errorf("sim: origin %d counts %d connections, holds %d", i, s.origins[i].conns, sum)
+		}
+		c.Connected += sum
+		pending += s.origins[i].pending
+	}
+	if pending != c.Connecting {
+		return c, fmt.Errorf("sim: origins count %d handshakes in flight, the queue holds %d", pending, c.Connecting)
+	}
+	if c.Waiting != s.wheel.total {
+		return c, fmt.Errorf("sim: wheel counts %d waiting, holds %d", s.wheel.total, c.Waiting)
+	}
+	if len(s.fails) > 0 {
+		return c, fmt.Errorf("sim: %d failed cohorts not yet scheduled", len(s.fails))
+	}
+	return c, nil
+}
+
+// Devices returns the number of devices of the run (after Scale).
+func (s *Sim) Devices() int64 { return s.total }
+
+func (s *Sim) newStep(t int) Step {
+	st := Step{
+		T:                   float64(t) * s.dts,
+		ConnectedByPriority: make([]int64, s.nP),
+		Successes:           make([]int64, s.nP),
+		RequestErrors:       make([]int64, s.nP),
+		Origins:             make([]OriginStep, len(s.origins)),
+	}
+	for c := range st.Errors {
+		st.Errors[c] = make([]int64, s.nP)
+	}
+	if t == 0 {
+		s.start = time.Now()
+		s.summary = Summary{Errors: map[string]int64{}, ErrorsByPriority: make([]int64, s.nP), TimeToSettle: -1}
+	}
+	return st
+}
+
+func (s *Sim) finishStep(t int, st *Step) {
+	sum := &s.summary
+	var upConns, upN, busiest float64
+	for i, o := range s.origins {
+		st.Connected += o.conns
+		for p, n := range o.connPrio {
+			st.ConnectedByPriority[p] += n
+		}
+		st.Connecting += o.pending
+		util := float64(o.conns) / float64(o.maxConn)
+		st.Origins[i] = OriginStep{Connected: o.conns, Utilisation: util, Queue: o.work, Up: o.up}
+		if o.adm != nil {
+			st.Origins[i].Limit = o.adm.limit()
+		}
+		sum.PeakUtilisation = math.Max(sum.PeakUtilisation, util)
+		if o.up {
+			upConns += float64(o.conns)
+			upN++
+			busiest = math.Max(busiest, float64(o.conns))
+		}
+		clear(o.fresh)
+	}
+	if upConns > 0 {
+		sum.PeakImbalance = math.Max(sum.PeakImbalance, busiest/(upConns/upN))
+	}
+	st.Waiting = s.wheel.total
+	for _, n := range s.offline {
+		st.Offline += n
+	}
+	st.AttemptsPerSec = float64(st.Attempts) / s.dts
+	var errs, reqErrs int64
+	for c := range st.Errors {
+		for p, n := range st.Errors[c] {
+			errs += n
+			sum.Errors[Cause(c).String()] += n
+			sum.ErrorsByPriority[p] += n
+		}
+	}
+	for _, n := range st.RequestErrors {
+		reqErrs += n
+	}
+	if den := st.Attempts + st.Requests; den > 0 {
+		st.FiveXXRate = math.Min(1, float64(errs+reqErrs)/float64(den))
+	}
+	sum.FiveXXPeak = math.Max(sum.FiveXXPeak, st.FiveXXRate)
+	sum.Attempts += st.Attempts
+	sum.PeakAttemptsSec = math.Max(sum.PeakAttemptsSec, st.AttemptsPerSec)
+	for _, n := range st.Successes {
+		sum.Successes += n
+	}
+	sum.Requests += st.Requests
+	sum.RequestErrors += reqErrs
+	sum.PeakConnected = max(sum.PeakConnected, st.Connected)
+	// P0 downtime: P0 devices online without a connection, this step.
+	p0Online := s.p0Total() - s.offPrio[0]
+	sum.P0DowntimeDeviceSec += float64(p0Online-st.ConnectedByPriority[0]) * s.dts
+	online := s.total - st.Offline
+	if sum.TimeToSettle < 0 && t >= s.lastEvent() && online > 0 && float64(st.Connected) >= 0.99*float64(online) {
+		sum.TimeToSettle = float64(t-s.lastEvent()) * s.dts
+	}
+	if s.tenants != nil {
+		s.tenants.observe(t, s.connTenant)
+	}
+	s.out = append(s.out, *st)
+}
+
+// p0Total is the number of P0 devices (the first priority class).
+func (s *Sim) p0Total() int64 { return s.p0 }
+
+// lastEvent is the step of the last scheduled change of the run.
+func (s *Sim) lastEvent() int {
+	last := 0
+	tr := s.sc.Traffic
+	for _, a := range tr.Arrivals {
+		last = max(last, stepsOf(a.At+a.Over, s.dt))
+	}
+	for _, d := range tr.Disconnects {
+		last = max(last, stepsOf(d.At+d.Over, s.dt))
+	}
+	for _, r := range tr.RegionLoss {
+		last = max(last, stepsOf(r.At+r.For, s.dt))
+	}
+	for _, p := range tr.Poison {
+		last = max(last, stepsOf(p.At, s.dt))
+	}
+	return last
+}
+
+// Result returns the run's result so far (the whole run once Done).
+func (s *Sim) Result() *Result {
+	r := &Result{
+		Scenario:   s.sc.Name,
+		Variant:    s.name,
+		Seed:       s.sc.Seed,
+		Devices:    s.total,
+		Step:       s.dts,
+		Priorities: s.prioNames,
+		Causes:     CauseNames(),
+		Summary:    s.summary,
+		Steps:      s.out,
+	}
+	for _, o := range s.origins {
+		r.Origins = append(r.Origins, o.name)
+	}
+	sum := &r.Summary
+	if len(s.out) > 0 {
+		sum.FinalConnected = s.out[len(s.out)-1].Connected
+	}
+	var errs int64
+	for _, n := range sum.Errors {
+		errs += n
+	}
+	if den := sum.Attempts + sum.Requests; den > 0 {
+		sum.FiveXXAverage = float64(errs+sum.RequestErrors) / float64(den)
+	}
+	if p0 := s.p0Total() - s.offPrio[0]; p0 > 0 {
+		sum.P0Downtime = sum.P0DowntimeDeviceSec / float64(p0)
+	}
+	if s.tenants != nil {
+		sum.Tenants = s.tenants.summary(s.dns)
+	}
+	sum.Elapsed = time.Since(s.start)
+	return r
+}
+
+// tenantTrack follows each tenant after the poison starts.
+type tenantTrack struct {
+	poison    []int
+	first     int // step the first poison starts
+	affected  []bool
+	fullyDown []bool
+	seen      []bool // had a connection at some step
+}
+
+func newTenantTrack(n int, poison []int) *tenantTrack {
+	t := &tenantTrack{poison: poison, first: math.MaxInt, affected: make([]bool, n), fullyDown: make([]bool, n), seen: make([]bool, n)}
+	for _, at := range poison {
+		if at >= 0 {
+			t.first = min(t.first, at)
+		}
+	}
+	return t
+}
+
+func (t *tenantTrack) failed(tenant, step int) {
+	if step >= t.first {
+		t.affected[tenant] = true
+	}
+}
+
+func (t *tenantTrack) observe(step int, conns []int64) {
+	for i, n := range conns {
+		if n > 0 {
+			t.seen[i] = true
+		} else if step >= t.first && t.seen[i] {
+			t.fullyDown[i] = true
+		}
+	}
+}
+
+func (t *tenantTrack) summary(d *dnsModel) *TenantSummary {
+	ts := &TenantSummary{}
+	var aff, down int
+	for i := range t.affected {
+		if t.poison[i] >= 0 {
+			continue
+		}
+		ts.Tenants++
+		if t.affected[i] {
+			aff++
+		}
+		if t.fullyDown[i] {
+			down++
+		}
+	}
+	if ts.Tenants > 0 {
+		ts.Affected = float64(aff) / float64(ts.Tenants)
+		ts.FullyDown = float64(down) / float64(ts.Tenants)
+	}
+	if d.dealer != nil {
+		if b, err := shard.BlastRadius(d.dealer.Workers(), d.dealer.HandSize(), 1); err == nil {
+			ts.PredictedAffected, _ = b.Degraded.Float64()
+			ts.PredictedFullyDown, _ = b.Down.Float64()
+		}
+	}
+	return ts
+}

@@ -1,0 +1,198 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/corralhq/corral/limit"
+	"github.com/corralhq/corral/scenario"
+)
+
+// adaptive is adaptive admission built from the limit package: a Limit on
+// the handshakes in flight, fed one aggregated sample per step, and a
+// staged priority Shedder, told the step's handshake latency.
+type adaptive struct {
+	lim  limit.Limit
+	shed *limit.Shedder
+	mu   float64 // handshakes the origin completes per step
+	hold float64 // steps a handshake holds its slot at the least (idle latency)
+}
+
+var _ admitter = (*adaptive)(nil)
+
+// newAdaptive builds the admission of origin number idx. The limit starts
+// at the origin's idle concurrency (handshakes per second times the idle
+// handshake latency) and may grow to what it can finish within the
+// client's connect timeout; the shedder's latency target is the scenario's
+// overload target.
+func newAdaptive(sc *scenario.Scenario, o *origin, idx int) (*adaptive, error) {
+	idle := max(1, int(o.muSec*o.hl.Seconds()))
+	ceiling := int(math.Min(1<<30, math.Max(float64(idle)*4, o.muSec*sc.Client.ConnectTimeout.Seconds())))
+	common := limit.Common{
+		InitialLimit: min(max(20, idle), ceiling),
+		MinLimit:     1,
+		MaxLimit:     ceiling,
+		Window:       sc.Step,
+		MinSamples:   1,
+	}
+	seed := sc.Seed*1000003 + uint64(idx)
+	var (
+		lim limit.Limit
+		err error
+	)
+	switch sc.Overload.Algorithm {
+	case "vegas":
+		lim, err = limit.NewVegas(limit.VegasConfig{Common: common, Seed: seed})
+	case "aimd":
+		lim, err = limit.NewAIMD(limit.AIMDConfig{Common: common, Timeout: sc.Overload.Target})
+	case "fixed":
+		lim, err = limit.NewFixed(common.InitialLimit)
+	default:
+		lim, err = limit.NewGradient(limit.GradientConfig{Common: common, Seed: seed})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sim: origin %s: %w", o.name, err)
+	}
+	shed, err := limit.NewShedder(limit.ShedderConfig{
+		Target:       sc.Overload.Target,
+		EvalInterval: sc.Step,
+		MinSamples:   1,
+		RiseDwell:    sc.Step,
+		Retry:        limit.RetryConfig{Min: sc.Overload.RetryAfter, Max: maxHint(sc.Overload.RetryAfter) / 2, Spread: 1},
+		Seed:         seed,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sim: origin %s: %w", o.name, err)
+	}
+	return &adaptive{lim: lim, shed: shed, mu: o.mu, hold: o.hl.Seconds() / sc.Step.Seconds()}, nil
+}
+
+func prio(p int) limit.Priority { return limit.Priority(min(p, int(limit.P2))) }
+
+func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (admitted, sever []int64, hint time.Duration) {
+	admitted = make([]int64, len(demand))
+	sever = make([]int64, len(demand))
+	// A slot frees and is taken again many times within a step: over the
+	// step, L slots finish at most min(mu, L/hold) handshakes, which the
+	// limiter may replace, on top of the slots free at its start.
+	l := float64(a.lim.Limit())
+	turnover := a.mu
+	if a.hold > 0 {
+		turnover = math.Min(a.mu, l/a.hold)
+	}
+	room := max(0, int64(math.Floor(l-work+turnover)))
+	for p, d := range demand {
+		if d == 0 {
+			continue
+		}
+		dec := a.shed.AdmitAt(prio(p), now)
+		if !dec.Admit {
+			hint = max(hint, dec.RetryAfter)
+			continue
+		}
+		admitted[p] = min(d, room)
+		room -= admitted[p]
+		if admitted[p] < d {
+			hint = max(hint, a.shed.Rejected(prio(p), now))
+		}
+	}
+	var oc limit.Counts
+	for p, n := range open {
+		oc[prio(p)] += n
+	}
+	q := a.shed.SeverQuotaAt(oc, now)
+	for p := range sever {
+		lp := prio(p)
+		sever[p] = min(open[p], q[lp])
+		q[lp] -= sever[p]
+	}
+	return admitted, sever, hint
+}
+
+func (a *adaptive) observe(now time.Time, latency time.Duration, inflight float64, served int64, dropped bool) {
+	latency = min(latency, limit.MaxRTT)
+	in := int(math.Min(inflight, 1<<30))
+	_, _ = a.lim.Update(limit.Sample{Start: now, RTT: latency, InFlight: in, Weight: max(1, served)})
+	if dropped {
+		_, _ = a.lim.Update(limit.Sample{Start: now, InFlight: in, Dropped: true})
+	}
+	a.shed.Observe(latency)
+}
+
+func (a *adaptive) limit() int { return a.lim.Limit() }
+
+// adaptiveAdmit applies adaptive admission to the attempts arr (demand
+// devices) that reached origin i, and the shedder's quota of severed
+// sessions. It returns the admitted attempts.
+func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, demand int64, st *Step) ([]cohort, int64) {
+	now := s.epoch.Add(time.Duration(t) * s.dt)
+	byPrio := make([]int64, s.nP)
+	for _, c := range arr {
+		byPrio[s.prioOf(int(c.flow))] += c.n
+	}
+	admitted, sever, hint := o.adm.admit(now, o.work, byPrio, o.connPrio)
+	out := make([]cohort, 0, len(arr))
+	demand = 0
+	for p := range s.nP {
+		var group []cohort
+		for _, c := range arr {
+			if s.prioOf(int(c.flow)) == p {
+				group = append(group, c)
+			}
+		}
+		if len(group) == 0 {
+			continue
+		}
+		if admitted[p] < byPrio[p] {
+			group = s.cut(group, byPrio[p], admitted[p], CauseShed, hint, st)
+		}
+		out = append(out, group...)
+		demand += admitted[p]
+	}
+	for p, n := range sever {
+		if n > 0 {
+			s.sever(i, p, n, hint, st)
+		}
+	}
+	return out, demand
+}
+
+// sever closes n connections of priority p at origin i, spread over its
+// flows; the devices reconnect after the retry-after hint.
+func (s *Sim) sever(i, p int, n int64, hint time.Duration, st *Step) {
+	o := s.origins[i]
+	total := o.connPrio[p]
+	if total == 0 {
+		return
+	}
+	ratio := float64(min(n, total)) / float64(total)
+	u := s.rng.Float64()
+	cum := 0.0
+	var done int64
+	for f := p; f < s.nF; f += s.nP {
+		c := s.conn[i][f]
+		if c == 0 {
+			continue
+		}
+		cum += float64(c) * ratio
+		m := max(0, min(int64(math.Floor(cum+u))-done, c))
+		done += m
+		if m > 0 {
+			s.addConn(i, f, -m)
+			st.Dropped += m
+			s.fail(cohort{flow: int32(f)}, m, max(hint, s.sc.Overload.RetryAfter))
+		}
+	}
+}
+
+// observe feeds origin o's adaptive admission with the step's handshake
+// latency.
+func (s *Sim) observe(t int, o *origin, latency time.Duration, dropped bool) {
+	now := s.epoch.Add(time.Duration(t) * s.dt)
+	var fresh int64
+	for _, n := range o.fresh {
+		fresh += n
+	}
+	o.adm.observe(now, latency, o.work, fresh, dropped)
+}

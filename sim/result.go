@@ -1,0 +1,160 @@
+package sim
+
+import "time"
+
+// Cause is why a connection attempt failed.
+type Cause int
+
+// The causes of a failed attempt and the status an edge in front of the
+// origin would return for each.
+const (
+	// CauseDown: the origin is down (502).
+	CauseDown Cause = iota
+	// CauseBacklog: the origin's handshake backlog was full (503).
+	CauseBacklog
+	// CauseCapacity: the origin holds its maximum of connections (503).
+	CauseCapacity
+	// CauseShed: adaptive admission turned the attempt away with a
+	// retry-after hint (503).
+	CauseShed
+	// CauseTimeout: the handshake did not finish within the client's
+	// connect timeout (504).
+	CauseTimeout
+	// NumCauses is the number of causes.
+	NumCauses
+)
+
+var causeNames = [NumCauses]string{"down", "backlog", "capacity", "shed", "timeout"}
+
+// String returns the cause's name as reports spell it.
+func (c Cause) String() string {
+	if c >= 0 && c < NumCauses {
+		return causeNames[c]
+	}
+	return "unknown"
+}
+
+// CauseNames returns the names of the causes in Cause order.
+func CauseNames() []string { return append([]string(nil), causeNames[:]...) }
+
+// Step is what happened during one time step. Counts are devices (or
+// requests) in the step; slices by priority follow Result.Priorities and
+// slices by origin follow Result.Origins.
+type Step struct {
+	// T is the start of the step, in seconds of event time.
+	T float64 `json:"t"`
+	// Connected is the number of devices holding a connection at the end
+	// of the step.
+	Connected           int64   `json:"connected"`
+	ConnectedByPriority []int64 `json:"connected_by_priority"`
+	// Connecting devices have an attempt in flight at an origin.
+	Connecting int64 `json:"connecting"`
+	// Waiting devices wait out a backoff delay.
+	Waiting int64 `json:"waiting"`
+	// Offline devices have not arrived yet (or never do).
+	Offline int64 `json:"offline"`
+	// Arrivals is the number of devices that came online.
+	Arrivals int64 `json:"arrivals"`
+	// Dropped is the number of held connections that were lost.
+	Dropped int64 `json:"dropped"`
+	// Attempts is the number of connection attempts started; AttemptsPerSec
+	// is the same per second of event time.
+	Attempts       int64   `json:"attempts"`
+	AttemptsPerSec float64 `json:"attempts_per_sec"`
+	// Successes by priority: attempts that ended with a connection.
+	Successes []int64 `json:"successes"`
+	// Errors by cause, then by priority: attempts that failed.
+	Errors [NumCauses][]int64 `json:"errors"`
+	// Requests is the number of requests sent on held connections;
+	// RequestErrors by priority those that failed for lack of capacity.
+	Requests      int64   `json:"requests"`
+	RequestErrors []int64 `json:"request_errors"`
+	// FiveXXRate is the share of attempts and requests that got a 5xx
+	// answer (every failed attempt or request).
+	FiveXXRate float64 `json:"five_xx_rate"`
+	// Origins is the state of each origin at the end of the step.
+	Origins []OriginStep `json:"origins"`
+}
+
+// OriginStep is one origin at the end of a step.
+type OriginStep struct {
+	// Connected is the number of connections it holds.
+	Connected int64 `json:"connected"`
+	// Utilisation is Connected over its maximum of connections.
+	Utilisation float64 `json:"utilisation"`
+	// Queue is the handshake work waiting, in handshakes (abandoned ones
+	// included: the origin still works on them).
+	Queue float64 `json:"queue"`
+	// Limit is the adaptive limit on handshakes in flight (0 in errors
+	// mode).
+	Limit int `json:"limit,omitempty"`
+	// Up is false while the origin is down.
+	Up bool `json:"up"`
+}
+
+// Result is a whole run.
+type Result struct {
+	Scenario   string   `json:"scenario"`
+	Variant    string   `json:"variant,omitempty"`
+	Seed       uint64   `json:"seed"`
+	Devices    int64    `json:"devices"`
+	Step       float64  `json:"step_seconds"`
+	Priorities []string `json:"priorities"`
+	Origins    []string `json:"origins"`
+	Causes     []string `json:"causes"`
+	Summary    Summary  `json:"summary"`
+	Steps      []Step   `json:"steps,omitempty"`
+}
+
+// Summary condenses a run.
+type Summary struct {
+	// PeakConnected and FinalConnected count devices.
+	PeakConnected  int64 `json:"peak_connected"`
+	FinalConnected int64 `json:"final_connected"`
+	// Attempts, Successes and Errors are totals over the run.
+	Attempts        int64            `json:"attempts"`
+	PeakAttemptsSec float64          `json:"peak_attempts_per_sec"`
+	Successes       int64            `json:"successes"`
+	Errors          map[string]int64 `json:"errors"`
+	// ErrorsByPriority totals failed attempts per priority.
+	ErrorsByPriority []int64 `json:"errors_by_priority"`
+	Requests         int64   `json:"requests"`
+	RequestErrors    int64   `json:"request_errors"`
+	// FiveXXPeak is the highest step 5xx rate; FiveXXAverage is every 5xx
+	// over every attempt and request of the run.
+	FiveXXPeak    float64 `json:"five_xx_peak"`
+	FiveXXAverage float64 `json:"five_xx_average"`
+	// P0Downtime is the mean time a P0 device that was online spent without
+	// a connection, in seconds; P0DowntimeDeviceSec is the total.
+	P0Downtime          float64 `json:"p0_downtime_sec"`
+	P0DowntimeDeviceSec float64 `json:"p0_downtime_device_sec"`
+	// PeakUtilisation is the highest Connected/max over origins and steps.
+	PeakUtilisation float64 `json:"peak_utilisation"`
+	// PeakImbalance is the highest ratio of the busiest up origin's
+	// connections to the mean over up origins.
+	PeakImbalance float64 `json:"peak_imbalance"`
+	// TimeToSettle is the time after the last scheduled event until the
+	// devices online are 99% connected, in seconds; -1 if never.
+	TimeToSettle float64 `json:"time_to_settle_sec"`
+	// Tenants summarises tenant isolation when the scenario has poison.
+	Tenants *TenantSummary `json:"tenants,omitempty"`
+	// Elapsed is the wall time of the run.
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+// TenantSummary measures the blast radius of a poison tenant.
+type TenantSummary struct {
+	// Tenants is the number of tenants besides the poison ones.
+	Tenants int `json:"tenants"`
+	// Affected is the share of them that had at least one failed attempt
+	// after the poison started.
+	Affected float64 `json:"affected"`
+	// FullyDown is the share of them that had no connection at all at some
+	// step after the poison started.
+	FullyDown float64 `json:"fully_down"`
+	// PredictedAffected and PredictedFullyDown are the exact shares of the
+	// shard package's hypergeometric maths: the probability that a hand
+	// shares at least one, and all, of its workers with the poison hand.
+	PredictedAffected  float64 `json:"predicted_affected"`
+	PredictedFullyDown float64 `json:"predicted_fully_down"`
+}

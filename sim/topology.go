@@ -1,0 +1,270 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/corralhq/corral/authdns/answer"
+	"github.com/corralhq/corral/scenario"
+	"github.com/corralhq/corral/shard"
+)
+
+// popShares returns the share of devices of each PoP.
+func popShares(g scenario.Geography) []float64 {
+	s := make([]float64, g.PoPs)
+	if g.Distribution == "explicit" {
+		copy(s, g.Shares)
+		return s
+	}
+	sum := 0.0
+	for i := range s {
+		s[i] = 1 / math.Pow(float64(i+1), g.ZipfExponent)
+		sum += s[i]
+	}
+	for i := range s {
+		s[i] /= sum
+	}
+	return s
+}
+
+// splitInto divides n over weights (which add up to 1) into out, exactly:
+// out sums to n. Each part is floor(n*cum+u)-floor(n*prevcum+u), a
+// systematic rounding whose offset u in [0, 1) makes the rounding unbiased
+// over many calls.
+func splitInto(out []int64, n int64, weights []float64, u float64) {
+	cum := 0.0
+	var done int64
+	for i, w := range weights {
+		cum += w
+		hi := int64(math.Floor(float64(n)*cum + u))
+		if i == len(weights)-1 || hi > n {
+			hi = n
+		}
+		if hi < done {
+			hi = done
+		}
+		out[i] = hi - done
+		done = hi
+	}
+}
+
+// resolver is a recursive resolver shared by a group of edge hosts of one
+// PoP. It caches one answer per tenant label (one in all unless the DNS
+// policy is shuffle) for the TTL.
+type resolver struct {
+	pop     int
+	answers [][]int // by tenant (or [0]), origin indices
+	expiry  []int   // step at which each cached answer expires
+}
+
+// dnsModel evaluates the DNS policy with the real answer selection.
+type dnsModel struct {
+	set        *answer.Set
+	perTenant  bool
+	tenantKeys []string
+	ttlSteps   int
+	resolvers  []resolver
+	byPoP      [][]int // resolver indices of each PoP
+	scratch    []int
+	rng        *rand.PCG
+	dealer     *shard.Dealer
+}
+
+// healthView is the DNS health view: the origins the health checks believe
+// are up. It implements answer.Health with checks named by origin index.
+type healthView struct {
+	up    []bool
+	names map[string]int
+}
+
+func (h *healthView) Healthy(check string) bool {
+	i, ok := h.names[check]
+	return !ok || h.up[i]
+}
+
+var _ answer.Health = (*healthView)(nil)
+
+func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) (*dnsModel, *healthView, error) {
+	pol, err := answer.ParsePolicy(sc.DNS.Policy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sim: %w", err)
+	}
+	hv := &healthView{up: make([]bool, len(origins)), names: map[string]int{}}
+	recs := make([]answer.Record, len(origins))
+	for i, o := range origins {
+		hv.up[i] = true
+		hv.names[o.name] = i
+		recs[i] = answer.Record{Check: o.name, Weight: uint32(o.weight), Secondary: o.secondary}
+	}
+	cfg := answer.Config{Policy: pol, Records: recs}
+	switch pol {
+	case answer.Multivalue, answer.WeightedSubset:
+		cfg.N = sc.DNS.MaxAnswers
+	}
+	d := &dnsModel{rng: rng}
+	if pol == answer.Shuffle {
+		secret := make([]byte, shard.SecretSize)
+		binary.LittleEndian.PutUint64(secret, sc.Seed)
+		binary.LittleEndian.PutUint64(secret[8:], sc.Seed^0x9e3779b97f4a7c15)
+		dealer, err := shard.NewDealer(shard.DealerConfig{Secret: secret, Workers: len(origins), HandSize: sc.DNS.HandSize, Spill: sc.DNS.Spill})
+		if err != nil {
+			return nil, nil, fmt.Errorf("sim: dns: %w", err)
+		}
+		cfg.Dealer = dealer
+		d.dealer = dealer
+		d.perTenant = true
+	}
+	set, err := answer.NewSet(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sim: dns: %w", err)
+	}
+	d.set = set
+	d.scratch = make([]int, 0, len(origins))
+	d.ttlSteps = max(1, int(math.Round(float64(sc.DNS.TTL)/float64(sc.Step))))
+	tenants := 1
+	if d.perTenant {
+		tenants = sc.Population.Tenants
+		d.tenantKeys = make([]string, tenants)
+		for t := range tenants {
+			d.tenantKeys[t] = tenantName(t)
+		}
+	}
+	g := sc.Geography
+	perPoP := (g.HostsPerPoP + g.HostsPerResolver - 1) / g.HostsPerResolver
+	r := rand.New(rng)
+	d.byPoP = make([][]int, g.PoPs)
+	for k := range g.PoPs {
+		for range perPoP {
+			res := resolver{pop: k, answers: make([][]int, tenants), expiry: make([]int, tenants)}
+			for t := range tenants {
+				// Resolvers took their current answers at different
+				// moments before the run: the first expiry is uniform
+				// over the TTL.
+				res.expiry[t] = r.IntN(d.ttlSteps)
+				res.answers[t] = d.query(t, hv)
+			}
+			d.byPoP[k] = append(d.byPoP[k], len(d.resolvers))
+			d.resolvers = append(d.resolvers, res)
+		}
+	}
+	return d, hv, nil
+}
+
+// tenantName is the label of tenant t in shuffle-sharded queries.
+func tenantName(t int) string { return fmt.Sprintf("tenant-%d", t) }
+
+func (d *dnsModel) query(tenant int, hv *healthView) []int {
+	q := answer.Query{}
+	if d.perTenant {
+		q.Key = d.tenantKeys[tenant]
+	}
+	got, _ := d.set.Select(d.scratch, q, hv, d.rng)
+	return append([]int(nil), got...)
+}
+
+// refresh re-queries every cached answer that expired at step now and
+// reports whether any did.
+func (d *dnsModel) refresh(now int, hv *healthView) bool {
+	changed := false
+	for i := range d.resolvers {
+		r := &d.resolvers[i]
+		for t := range r.expiry {
+			if r.expiry[t] <= now {
+				r.answers[t] = d.query(t, hv)
+				r.expiry[t] = now + d.ttlSteps
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// route is where the attempts of one (PoP, tenant) go: origin indices and
+// the share of attempts each receives.
+type route struct {
+	origin []int
+	share  []float64
+}
+
+// pickShares adds to acc the share of attempts an edge host sends to each
+// address of ans, scaled by w. load is each origin's current load (used by
+// p2c).
+func pickShares(acc []float64, ans []int, pick string, w float64, load []float64) {
+	m := len(ans)
+	if m == 0 {
+		return
+	}
+	switch pick {
+	case "first":
+		acc[ans[0]] += w
+	case "random":
+		for _, o := range ans {
+			acc[o] += w / float64(m)
+		}
+	default: // p2c: two distinct random addresses, the less loaded wins.
+		if m == 1 {
+			acc[ans[0]] += w
+			return
+		}
+		// Rank by load (ties by answer order); the address of rank r
+		// wins against every address ranked after it: it is chosen with
+		// probability 2(m-1-r)/(m(m-1)).
+		for _, o := range ans {
+			r := 0
+			for _, p := range ans {
+				if load[p] < load[o] || (load[p] == load[o] && p < o) {
+					r++
+				}
+			}
+			acc[o] += w * 2 * float64(m-1-r) / float64(m*(m-1))
+		}
+	}
+}
+
+// routes computes the route of every (PoP, tenant) from the cached answers.
+func (d *dnsModel) routes(dst []route, pick string, load []float64, nOrigins int) []route {
+	tenants := 1
+	if d.perTenant {
+		tenants = len(d.tenantKeys)
+	}
+	need := len(d.byPoP) * tenants
+	if cap(dst) < need {
+		dst = make([]route, need)
+	}
+	dst = dst[:need]
+	acc := make([]float64, nOrigins)
+	for k, rs := range d.byPoP {
+		for t := range tenants {
+			clear(acc)
+			w := 1 / float64(len(rs))
+			for _, ri := range rs {
+				pickShares(acc, d.resolvers[ri].answers[t], pick, w, load)
+			}
+			rt := &dst[k*tenants+t]
+			rt.origin, rt.share = rt.origin[:0], rt.share[:0]
+			for o, s := range acc {
+				if s > 0 {
+					rt.origin = append(rt.origin, o)
+					rt.share = append(rt.share, s)
+				}
+			}
+		}
+	}
+	return dst
+}
+
+// hand returns the hand of tenant t when placement is shuffle-sharded.
+func (d *dnsModel) hand(t int) []int {
+	if d.dealer == nil {
+		return nil
+	}
+	return d.dealer.Hand(nil, d.tenantKeys[t])
+}
+
+// stepsOf converts a duration to whole steps, rounding to nearest.
+func stepsOf(d, step time.Duration) int {
+	return int(math.Round(float64(d) / float64(step)))
+}

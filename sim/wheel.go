@@ -1,0 +1,195 @@
+package sim
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/corralhq/corral/backoff"
+)
+
+// cohort is a group of devices that share everything the engine tracks
+// about them: their flow (PoP, tenant, priority), how many backoff delays
+// they have drawn since their last connection, and the previous delay (in
+// steps; only kept for policies whose delay depends on it).
+type cohort struct {
+	flow    int32
+	attempt uint16
+	prev    int32
+	n       int64
+}
+
+// key identifies a cohort without its count.
+type key struct {
+	flow    int32
+	attempt uint16
+	prev    int32
+}
+
+func (c cohort) key() key { return key{c.flow, c.attempt, c.prev} }
+
+func cmpKey(a, b key) int {
+	switch {
+	case a.flow != b.flow:
+		return int(a.flow - b.flow)
+	case a.attempt != b.attempt:
+		return int(a.attempt) - int(b.attempt)
+	default:
+		return int(a.prev - b.prev)
+	}
+}
+
+// failKey is a failed cohort waiting to draw its delay: hint marks a
+// rejection that carried a retry-after.
+type failKey struct {
+	key
+	hint int32 // retry-after in steps, 0 when none
+}
+
+// wheel holds the waiting devices in bins of one step, a ring long enough
+// for the longest delay the policy can draw.
+type wheel struct {
+	bins  []map[key]int64
+	total int64
+}
+
+func newWheel(size int) *wheel {
+	return &wheel{bins: make([]map[key]int64, size)}
+}
+
+func (w *wheel) add(step int, k key, n int64) {
+	if n == 0 {
+		return
+	}
+	b := &w.bins[step%len(w.bins)]
+	if *b == nil {
+		*b = make(map[key]int64)
+	}
+	(*b)[k] += n
+	w.total += n
+}
+
+// take empties the bin of step into dst, sorted by key so that the run is
+// deterministic whatever the map order.
+func (w *wheel) take(step int, dst []cohort) []cohort {
+	dst = dst[:0]
+	b := w.bins[step%len(w.bins)]
+	for k, n := range b {
+		dst = append(dst, cohort{k.flow, k.attempt, k.prev, n})
+		w.total -= n
+	}
+	clear(b)
+	slices.SortFunc(dst, func(a, b cohort) int { return cmpKey(a.key(), b.key()) })
+	return dst
+}
+
+// count returns the devices in every bin (for the conservation check).
+func (w *wheel) count() int64 {
+	var s int64
+	for _, b := range w.bins {
+		for _, n := range b {
+			s += n
+		}
+	}
+	return s
+}
+
+// spreader turns failed cohorts into waiting ones by quantiles of the
+// policy: slice i of q waits Delay(attempt, prev, (i+0.5)/q).
+type spreader struct {
+	policy     backoff.Policy
+	q          int
+	step       time.Duration
+	attemptCap int  // attempts at or past it draw the same delays
+	usePrev    bool // the policy reads the previous delay
+	retryAfter time.Duration
+	maxOffset  int
+}
+
+func newSpreader(p backoff.Policy, q int, step, retryAfter time.Duration) *spreader {
+	s := &spreader{policy: p, q: q, step: step, retryAfter: retryAfter}
+	s.usePrev = p.Name() == backoff.PolicyDecorrelated
+	// The attempt number stops mattering once the envelope sits at the
+	// cap: find the first attempt from which delays repeat.
+	s.attemptCap = 64
+	for a := 1; a < 64; a++ {
+		same := true
+		for _, u := range []float64{0, 0.37, 1} {
+			if p.Delay(a, 0, u) != p.Delay(a+1, 0, u) || p.Delay(a, 0, u) != p.Delay(a+8, 0, u) {
+				same = false
+			}
+		}
+		if same {
+			s.attemptCap = a
+			break
+		}
+	}
+	longest := max(p.Delay(1<<20, time.Hour, 1), p.HintDelay(retryAfter, 1), p.Delay(0, 0, 1))
+	s.maxOffset = s.offset(longest) + 1
+	return s
+}
+
+// offset turns a delay into the number of steps to wait: rounded to the
+// nearest step, at least one (a device cannot retry within the step it
+// failed in).
+func (s *spreader) offset(d time.Duration) int {
+	o := int(math.Round(float64(d) / float64(s.step)))
+	return max(1, o)
+}
+
+// spread schedules n devices of key k, failed at step now, on w. u0 in
+// [0, 1) offsets the integer split so that small cohorts are not always
+// rounded the same way.
+func (s *spreader) spread(w *wheel, now int, fk failKey, n int64, u0 float64) {
+	next := fk.attempt
+	if int(next) < s.attemptCap {
+		next++
+	}
+	var prevD time.Duration
+	if s.usePrev {
+		prevD = time.Duration(fk.prev) * s.step
+	}
+	q := int64(s.q)
+	if n < q {
+		q = n
+	}
+	var runOff int
+	var runN int64
+	var runPrev int32
+	flush := func() {
+		if runN > 0 {
+			w.add(now+runOff, key{fk.flow, next, runPrev}, runN)
+		}
+	}
+	var done int64
+	for i := int64(0); i < q; i++ {
+		hi := int64(math.Floor(float64(n)*float64(i+1)/float64(q) + u0))
+		if i == q-1 {
+			hi = n
+		}
+		m := hi - done
+		done = hi
+		if m <= 0 {
+			continue
+		}
+		u := (float64(i) + 0.5) / float64(q)
+		var d time.Duration
+		if fk.hint > 0 {
+			d = s.policy.HintDelay(time.Duration(fk.hint)*s.step, u)
+		} else {
+			d = s.policy.Delay(int(fk.attempt), prevD, u)
+		}
+		off := s.offset(d)
+		var prev int32
+		if s.usePrev {
+			prev = int32(off)
+		}
+		if off == runOff && prev == runPrev {
+			runN += m
+			continue
+		}
+		flush()
+		runOff, runPrev, runN = off, prev, m
+	}
+	flush()
+}
