@@ -114,18 +114,30 @@ func (d *Dealer) spillOf(dst []int, h []int) []int {
 // is rehashed with a counter. Digit d picks the d-th smallest worker not
 // taken yet (a partial Fisher-Yates shuffle without the array).
 func (d *Dealer) draw(dst []int, hi, lo uint64, n, count int, tHi, tLo uint64, taken *[MaxHand]int32, m int) []int {
-	var digits [MaxHand]uint64
-	for attempt := uint64(1); !expand(&digits, hi, lo, n-m, count, tHi, tLo); attempt++ {
+	base := len(dst)
+	for attempt := uint64(1); ; attempt++ {
+		fhi, flo := hi, lo
+		var digit uint64
+		for i := range count {
+			digit, fhi, flo = mulFrac(fhi, flo, uint64(n-m-i))
+			dst = append(dst, int(insertNth(taken, m+i, int32(digit))))
+		}
+		if fhi > tHi || (fhi == tHi && flo >= tLo) {
+			return dst
+		}
+		// Rejected (probability below 2^-32): undo the insertions and rehash.
+		for _, w := range dst[base:] {
+			removeSorted(taken, m+count, int32(w))
+			count--
+		}
+		count = len(dst) - base
+		dst = dst[:base]
 		var buf [24]byte
 		binary.LittleEndian.PutUint64(buf[0:], hi)
 		binary.LittleEndian.PutUint64(buf[8:], lo)
 		binary.LittleEndian.PutUint64(buf[16:], attempt)
 		hi, lo = siphash.Hash128(d.k0^tweakRetry, d.k1, buf[:])
 	}
-	for i := range count {
-		dst = append(dst, int(insertNth(taken, m+i, int32(digits[i]))))
-	}
-	return dst
 }
 
 // expand writes the count digits of the fraction hi:lo in the radices r,
@@ -154,9 +166,22 @@ func insertNth(taken *[MaxHand]int32, m int, v int32) int32 {
 	for ; i < m && taken[i] <= v; i++ {
 		v++
 	}
-	copy(taken[i+1:m+1], taken[i:m])
+	for j := m; j > i; j-- {
+		taken[j] = taken[j-1]
+	}
 	taken[i] = v
 	return v
+}
+
+// removeSorted removes v from the sorted taken[:m].
+func removeSorted(taken *[MaxHand]int32, m int, v int32) {
+	i := 0
+	for i < m && taken[i] != v {
+		i++
+	}
+	for ; i+1 < m; i++ {
+		taken[i] = taken[i+1]
+	}
 }
 
 // sortInt32 sorts a short slice in place (insertion sort: hands are small).

@@ -1,0 +1,335 @@
+package shard
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+
+	"github.com/dchest/siphash"
+)
+
+// tweakWorker separates the hash of a worker id from the hash of a tenant
+// id under the same secret.
+const tweakWorker = 0x776f_726b_6572_5f73 // "worker_s"
+
+// Worker is one member of the deck of a Stable hand set.
+type Worker struct {
+	// ID names the worker; it must be unique and non-empty. Hands depend on
+	// IDs, not on the position in the list, so reordering the list changes
+	// no hand.
+	ID string `yaml:"id" json:"id"`
+	// Weight is the worker's relative share of hands: a positive finite
+	// number, 0 meaning 1. With k = 1 a worker is chosen with probability
+	// Weight/sum(Weight); with k > 1 hands are weighted sampling without
+	// replacement (Efraimidis-Spirakis).
+	Weight float64 `yaml:"weight" json:"weight,omitempty"`
+	// Zone is the failure domain (zone, rack, region, any dimension). It is
+	// used only when StableConfig.Zones is set.
+	Zone string `yaml:"zone" json:"zone,omitempty"`
+}
+
+// StableConfig configures a Stable hand set.
+type StableConfig struct {
+	// Secret is the 16-byte SipHash key, as for DealerConfig.
+	Secret []byte `yaml:"secret"`
+	// Workers is the deck: at least HandSize workers with unique IDs.
+	Workers []Worker `yaml:"workers"`
+	// HandSize is k. With Zones, a hand takes ceil(k/zones) workers from
+	// every zone, so it holds zones·ceil(k/zones) >= k workers.
+	HandSize int `yaml:"hand_size"`
+	// Zones makes hands a zone lattice: every zone contributes the same
+	// number of workers, chosen stably inside the zone, so a hand keeps
+	// members after the loss of any one zone.
+	Zones bool `yaml:"zones"`
+}
+
+// Stable builds rendezvous (highest random weight) hands over named,
+// weighted workers: every (tenant, worker) pair gets a keyed pseudo-random
+// score and a hand is the k best-scoring workers, best first. Adding a
+// worker changes only the hands it enters, each by exactly one member (the
+// one it displaces); removing a worker changes only the hands that held it,
+// each by exactly one member. The expected share of hands that move is k/n.
+//
+// Scores are computed with integer hashing and a portable logarithm (no
+// fused multiply-add), so hands are the same on every architecture. A hand
+// costs O(n) cheap hash evaluations; the logarithm, needed only for
+// weighted decks, is evaluated only for workers that could enter the hand.
+//
+// A Stable is immutable and safe for concurrent use; to change the deck,
+// build a new one. Build it with NewStable; the zero value is not usable.
+type Stable struct {
+	k0, k1  uint64
+	k       int
+	workers []Worker
+	uniform bool // all weights equal: rank by hash alone
+	all     deck
+	zones   []deck   // one deck per zone, sorted by name; nil without zones
+	names   []string // zone names, sorted
+	perZone int
+}
+
+// deck is a set of workers laid out for the selection loop.
+type deck struct {
+	wh     []uint64  // keyed hash of each worker ID
+	weight []float64 // effective weights (0 replaced by 1)
+	idx    []int32   // index in the worker list; nil means the identity
+	wmax   float64
+}
+
+// NewStable validates cfg and builds the hand set.
+func NewStable(cfg StableConfig) (*Stable, error) {
+	if len(cfg.Secret) != SecretSize {
+		return nil, fmt.Errorf("shard: secret must be %d bytes, got %d", SecretSize, len(cfg.Secret))
+	}
+	n := len(cfg.Workers)
+	if n == 0 {
+		return nil, fmt.Errorf("shard: the worker list is empty")
+	}
+	if err := checkDeck(n, cfg.HandSize); err != nil {
+		return nil, err
+	}
+	s := &Stable{k: cfg.HandSize, workers: slices.Clone(cfg.Workers), uniform: true}
+	s.k0, s.k1 = secretKey(cfg.Secret)
+	s.all.wh = make([]uint64, n)
+	s.all.weight = make([]float64, n)
+	seen := make(map[string]int, n)
+	for i, w := range s.workers {
+		if w.ID == "" {
+			return nil, fmt.Errorf("shard: worker %d has an empty id", i)
+		}
+		if j, dup := seen[w.ID]; dup {
+			return nil, fmt.Errorf("shard: duplicate worker id %q (entries %d and %d)", w.ID, j, i)
+		}
+		seen[w.ID] = i
+		wt := w.Weight
+		if wt == 0 {
+			wt = 1
+		}
+		if !(wt > 0) || math.IsInf(wt, 0) {
+			return nil, fmt.Errorf("shard: worker %q has weight %v; want a positive finite number", w.ID, w.Weight)
+		}
+		s.all.weight[i] = wt
+		s.all.wmax = max(s.all.wmax, wt)
+		if wt != s.all.weight[0] {
+			s.uniform = false
+		}
+		s.all.wh[i] = siphash.Hash(s.k0^tweakWorker, s.k1, []byte(w.ID))
+	}
+	if cfg.Zones {
+		if err := s.buildZones(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// buildZones groups the workers by zone and checks every zone can give
+// ceil(k/zones) workers.
+func (s *Stable) buildZones() error {
+	byName := map[string][]int32{}
+	for i, w := range s.workers {
+		if w.Zone == "" {
+			return fmt.Errorf("shard: worker %q has no zone but zones are enabled", w.ID)
+		}
+		byName[w.Zone] = append(byName[w.Zone], int32(i))
+	}
+	for name := range byName {
+		s.names = append(s.names, name)
+	}
+	slices.Sort(s.names)
+	s.perZone = (s.k + len(s.names) - 1) / len(s.names)
+	for _, name := range s.names {
+		if len(byName[name]) < s.perZone {
+			return fmt.Errorf("shard: zone %q has %d workers, fewer than the %d each hand takes from every zone (hand size %d over %d zones)",
+				name, len(byName[name]), s.perZone, s.k, len(s.names))
+		}
+		z := deck{idx: byName[name]}
+		for _, i := range z.idx {
+			z.wh = append(z.wh, s.all.wh[i])
+			z.weight = append(z.weight, s.all.weight[i])
+			z.wmax = max(z.wmax, s.all.weight[i])
+		}
+		s.zones = append(s.zones, z)
+	}
+	return nil
+}
+
+// HandSize returns the number of workers in a hand: k, or zones·ceil(k/zones)
+// for a zone lattice.
+func (s *Stable) HandSize() int {
+	if s.zones != nil {
+		return s.perZone * len(s.zones)
+	}
+	return s.k
+}
+
+// Workers returns a copy of the deck, in configuration order; hands index
+// into it.
+func (s *Stable) Workers() []Worker { return slices.Clone(s.workers) }
+
+// Zones returns the zone names in the order a lattice uses them (sorted),
+// or nil without zones.
+func (s *Stable) Zones() []string { return slices.Clone(s.names) }
+
+// Hand appends the hand of id to dst[:0] and returns it: HandSize indices
+// into the worker list, best first. For a zone lattice the members
+// alternate between zones, starting at a zone chosen by the tenant's hash,
+// so first preferences spread over zones. It allocates only when dst is
+// too small or the hand exceeds MaxHand workers.
+func (s *Stable) Hand(dst []int, id string) []int {
+	th := siphash.Hash(s.k0, s.k1, unsafe.Slice(unsafe.StringData(id), len(id)))
+	dst = dst[:0]
+	if s.zones == nil {
+		return s.top(dst, th, &s.all, s.k)
+	}
+	z := len(s.zones)
+	var buf [MaxHand]int
+	per := buf[:0]
+	if z*s.perZone > MaxHand {
+		per = make([]int, 0, z*s.perZone)
+	}
+	for i := range s.zones {
+		per = s.top(per, th, &s.zones[i], s.perZone)
+	}
+	start := int((th >> 32) * uint64(z) >> 32)
+	for j := range s.perZone {
+		for i := range z {
+			zi := (start + i) % z
+			dst = append(dst, per[zi*s.perZone+j])
+		}
+	}
+	return dst
+}
+
+// candidate is a worker in the running top-k selection.
+type candidate struct {
+	u   uint64  // the pair's hash
+	key float64 // weighted: -ln(u)/weight, smaller is better
+	i   int32
+}
+
+// top appends the k best workers of deck d for tenant hash th, best
+// first, as indices into the worker list.
+func (s *Stable) top(dst []int, th uint64, d *deck, k int) []int {
+	var buf [MaxHand]candidate
+	best := buf[:0]
+	if k > MaxHand {
+		best = make([]candidate, 0, k)
+	}
+	// A pair hash below cut cannot enter the full selection. Uniform: cut
+	// is the worst member's hash. Weighted: a worker whose (1-u)/weight
+	// exceeds the worst key cannot enter, since -ln(u) >= 1-u; cut applies
+	// this with the largest weight and slope with the worker's own (slope
+	// is the worst key in units of 2^-63, +Inf until the selection fills).
+	// Both are widened to absorb rounding. The signed conversion avoids
+	// the top-bit branch of a uint64 to float64 conversion, which a random
+	// hash would mispredict half of the time.
+	var cut uint64
+	slope := math.Inf(1)
+	weight := d.weight
+	for j, w := range d.wh {
+		u := mix64(th ^ w)
+		if u < cut {
+			continue
+		}
+		c := candidate{u: u, i: int32(j)}
+		if !s.uniform {
+			if float64(int64(^u>>1)) > slope*weight[j]+1<<11 {
+				continue
+			}
+			c.key = -portableLog((float64(u>>11)+0.5)/(1<<53)) / weight[j]
+		}
+		if len(best) == k && !s.better(d, c, best[k-1]) {
+			continue
+		}
+		// Insert c in order, dropping the worst when full.
+		if len(best) < k {
+			best = append(best, c)
+		} else {
+			best[k-1] = c
+		}
+		for p := len(best) - 1; p > 0 && s.better(d, best[p], best[p-1]); p-- {
+			best[p], best[p-1] = best[p-1], best[p]
+		}
+		if len(best) == k {
+			cut, slope = s.bounds(d, best[k-1])
+		}
+	}
+	for _, c := range best {
+		if d.idx != nil {
+			dst = append(dst, int(d.idx[c.i]))
+		} else {
+			dst = append(dst, int(c.i))
+		}
+	}
+	return dst
+}
+
+// bounds returns the pruning bounds of top for a full selection whose
+// worst member is w.
+func (s *Stable) bounds(d *deck, w candidate) (cut uint64, slope float64) {
+	if s.uniform {
+		return w.u, math.Inf(1)
+	}
+	slope = w.key * (1 + 1e-9) * (1 << 63)
+	// Skip when 1-u > key·wmax, that is u < 1 - key·wmax.
+	room := 1 - w.key*d.wmax*(1+1e-9)
+	if !(room > 0) {
+		return 0, slope
+	}
+	c := room * (1 << 64)
+	if c < 1<<13 {
+		return 0, slope
+	}
+	return uint64(c) - 1<<12, slope
+}
+
+// better reports whether a ranks before b: a higher hash (uniform) or a
+// smaller key (weighted), ties broken by the hash, then the worker ID, so
+// that the order never depends on the position in the worker list.
+func (s *Stable) better(d *deck, a, b candidate) bool {
+	if !s.uniform && a.key != b.key {
+		return a.key < b.key
+	}
+	if a.u != b.u {
+		return a.u > b.u
+	}
+	ai, bi := int(a.i), int(b.i)
+	if d.idx != nil {
+		ai, bi = int(d.idx[ai]), int(d.idx[bi])
+	}
+	return s.workers[ai].ID < s.workers[bi].ID
+}
+
+// mix64 is the finaliser of SplitMix64, a bijection with full avalanche.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// portableLog returns ln(x) for x in (0, 1] using only correctly rounded
+// IEEE operations in a fixed order (explicit float64 conversions forbid
+// fused multiply-add), so the result is bit-identical on every
+// architecture, unlike math.Log, which has assembly variants. It is
+// accurate to a few ulps.
+func portableLog(x float64) float64 {
+	const ln2 = 0.6931471805599453
+	f, e := math.Frexp(x) // x = f·2^e, f in [0.5, 1)
+	if f < math.Sqrt2/2 {
+		f *= 2
+		e--
+	}
+	s := (f - 1) / (f + 1) // |s| <= 0.1716
+	s2 := float64(s * s)
+	// ln f = 2·atanh(s) = 2s·(1 + s²/3 + s⁴/5 + ...); 11 terms reach 1e-17.
+	p := 1.0 / 23
+	for _, c := range [...]float64{1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3, 1} {
+		p = float64(p*s2) + c
+	}
+	return float64(float64(e)*ln2) + float64(float64(2*s)*p)
+}
