@@ -1,0 +1,241 @@
+package authdns
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"github.com/corralhq/corral/authdns/answer"
+)
+
+// maxChase bounds the CNAME chain followed inside the served zones.
+const maxChase = 8
+
+// outcome is what handle did with a packet, for the transport and metrics.
+type outcome uint8
+
+const (
+	outAnswer   outcome = iota // send the response
+	outDrop                    // send nothing
+	outTransfer                // stream a zone transfer (TCP)
+)
+
+// worker answers queries. Each UDP socket and each TCP connection has its
+// own; a worker is not safe for concurrent use.
+type worker struct {
+	srv   *Server
+	rng   *rand.PCG
+	st    *stats
+	dst   []int
+	lower [maxName + 1]byte
+	wild  [maxName + 2]byte
+	key   [maxName]byte
+	q     query
+	m     builder
+	// per query
+	scope    uint8
+	policy   int // policy index of the answer + 1, 0 for none
+	failOpen bool
+	zone     *zone // the zone of a transfer
+}
+
+func newWorker(s *Server, st *stats, seed uint64) *worker {
+	return &worker{srv: s, st: st, rng: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15), dst: make([]int, 0, answer.MaxRecords)}
+}
+
+// handle answers the packet req from client into out and returns the
+// response (nil with outDrop). tcp selects the transport's rules: no size
+// limit below 65535, no rate limiting, transfers allowed.
+func (w *worker) handle(req []byte, client netip.Addr, tcp bool, out []byte) ([]byte, outcome) {
+	q := &w.q
+	pr := parse(req, q, w.lower[:])
+	if pr == parseDrop {
+		w.st.dropped.Add(1)
+		return nil, outDrop
+	}
+	st := w.srv.state.Load()
+	limit := 65535
+	if !tcp {
+		limit = 512
+		if q.edns {
+			limit = min(max(q.udpSize, 512), st.ednsBuffer)
+		}
+	}
+	w.m.start(out, q, limit)
+	w.scope, w.policy, w.failOpen = 0, 0, false
+	rcode := rcodeNoError
+	switch pr {
+	case parseFormErr:
+		rcode = rcodeFormErr
+	case parseNotImp:
+		rcode = rcodeNotImp
+	case parseBadVers:
+		rcode = rcodeBadVers
+	default:
+		rcode = w.resolve(st, q, client, tcp)
+	}
+	if rcode < 0 { // a transfer
+		w.st.count(q.qtype, rcodeNoError, 0, 0, false)
+		return nil, outTransfer
+	}
+	if !tcp && st.rrl != nil && pr == parseOK {
+		switch st.rrl.allow(client, q, rcode, w.srv.now()) {
+		case rrlDrop:
+			w.st.rrlDropped.Add(1)
+			return nil, outDrop
+		case rrlSlip:
+			w.st.rrlSlipped.Add(1)
+			w.m.truncate()
+		}
+	}
+	resp := w.m.finish(q, rcode, st.ednsBuffer, w.scope)
+	w.st.count(q.qtype, rcode, w.policy, len(resp), w.m.tc)
+	if w.failOpen {
+		w.st.failOpen.Add(1)
+	}
+	return resp, outAnswer
+}
+
+// resolve fills the answer of a parsed query and returns its rcode, or -1
+// for an allowed transfer.
+func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
+	if q.qclass != classIN && q.qclass != classANY {
+		return rcodeRefused
+	}
+	switch q.qtype {
+	case typeOPT:
+		return rcodeFormErr
+	case typeAXFR, typeIXFR:
+		z, _ := st.zones.find(q.name)
+		if z == nil || !tcp || !st.transferAllowed(client) || string(z.origin) != string(q.name) {
+			return rcodeRefused
+		}
+		w.m.setFlags(flagAA)
+		w.zone = z
+		return -1
+	}
+	z, zoff := st.zones.find(q.name)
+	if z == nil {
+		return rcodeRefused
+	}
+	w.m.setFlags(flagAA)
+	cur, curOff := q.name, 12
+	for hops := 0; ; hops++ {
+		n, key := w.lookup(z, cur, zoff)
+		if n == nil {
+			w.authoritySOA(z, cur, curOff)
+			return rcodeNXDomain
+		}
+		var set *rrset
+		if q.qtype == typeANY {
+			if len(n.sets) > 0 {
+				set = n.sets[0] // RFC 8482: one RRset stands for all
+			}
+		} else {
+			set = n.set(q.qtype)
+		}
+		if set != nil {
+			w.addSet(set, curOff, key, q, client)
+			return rcodeNoError
+		}
+		cs := n.set(typeCNAME)
+		if cs == nil {
+			w.authoritySOA(z, cur, curOff)
+			return rcodeNoError // NODATA
+		}
+		i, rd := w.addSet(cs, curOff, key, q, client)
+		if rd < 0 || hops == maxChase {
+			return rcodeNoError
+		}
+		target := cs.targets[i]
+		nz, noff := st.zones.find(target)
+		if nz == nil {
+			return rcodeNoError // the target is elsewhere: the resolver follows it
+		}
+		z, zoff, cur, curOff = nz, noff, target, rd
+	}
+}
+
+// lookup finds the node of name (whose zone origin starts at zoff) exactly
+// or through a wildcard (RFC 4592), and returns the labels the wildcard
+// stood for. It returns nil when the name does not exist.
+func (w *worker) lookup(z *zone, name []byte, zoff int) (*node, []byte) {
+	if n := z.nodes[string(name)]; n != nil {
+		return n, nil
+	}
+	for off := 1 + int(name[0]); off <= zoff; off += 1 + int(name[off]) {
+		anc := name[off:]
+		wb := append(append(w.wild[:0], 1, '*'), anc...)
+		if n := z.nodes[string(wb)]; n != nil {
+			// The key is the labels before anc, dotted: "acme", "x.acme".
+			k := w.key[:0]
+			for i := 0; i < off; i += 1 + int(name[i]) {
+				if i > 0 {
+					k = append(k, '.')
+				}
+				k = append(k, name[i+1:i+1+int(name[i])]...)
+			}
+			return n, k
+		}
+		if z.nodes[string(anc)] != nil {
+			return nil, nil // the closest encloser has no wildcard
+		}
+	}
+	return nil, nil
+}
+
+// addSet selects the records of set for q and adds them to the answer,
+// owned by the name at ptr. It returns the index of the first record
+// answered and the offset of its rdata (-1 when nothing was added).
+func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.Addr) (int, int) {
+	aq := answer.Query{Client: client}
+	if q.ecs {
+		aq.Subnet = q.ecsPrefix
+	}
+	if len(key) > 0 {
+		aq.Key = unsafe.String(&key[0], len(key))
+	}
+	idx, res := set.sel.Select(w.dst, aq, w.srv.healthView(), w.rng)
+	w.policy = int(set.policy) + 1
+	w.failOpen = w.failOpen || res.FailOpen
+	if res.Scope > w.scope {
+		w.scope = res.Scope
+	}
+	if set.rtype == typeCNAME && len(idx) > 1 {
+		idx = idx[:1] // a name has one canonical name
+	}
+	first, rd := -1, -1
+	for j, i := range idx {
+		off := w.m.add(ptr, set.rrs[i], false)
+		if off < 0 {
+			return -1, -1
+		}
+		if j == 0 {
+			first, rd = i, off
+		}
+	}
+	return first, rd
+}
+
+// authoritySOA adds the SOA of z to the authority section; cur is the name
+// at offset curOff in the message, a name of z.
+func (w *worker) authoritySOA(z *zone, cur []byte, curOff int) {
+	w.m.add(curOff+len(cur)-len(z.origin), z.negSOA, true)
+}
+
+// find returns the zone holding name and the offset of its origin in name.
+func (zs *zoneSet) find(name []byte) (*zone, int) {
+	for off := 0; off < len(name); off += 1 + int(name[off]) {
+		if z := zs.zones[string(name[off:])]; z != nil {
+			return z, off
+		}
+		if name[off] == 0 {
+			break
+		}
+	}
+	return nil, 0
+}
+
+// now is the clock of rate limiting.
+func (s *Server) now() time.Time { return s.opts.Now() }

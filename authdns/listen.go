@@ -1,0 +1,63 @@
+package authdns
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"syscall"
+)
+
+// listen binds n UDP sockets and one TCP listener to addr, all with
+// SO_REUSEPORT where the platform has it. With port 0, the port the first
+// UDP socket gets is used by the others and by TCP; if TCP cannot have it,
+// a new port is tried.
+func listen(addr string, n int) ([]*net.UDPConn, net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) { serr = reusePort(fd) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	if !reusePortSupported {
+		n = 1
+	}
+	ctx := context.Background()
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		first, err := lc.ListenPacket(ctx, "udp", addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		bound := first.LocalAddr().String()
+		conns := []*net.UDPConn{first.(*net.UDPConn)}
+		closeAll := func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}
+		for len(conns) < n {
+			c, err := lc.ListenPacket(ctx, "udp", bound)
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("socket %d of %d: %w", len(conns)+1, n, err)
+			}
+			conns = append(conns, c.(*net.UDPConn))
+		}
+		tl, err := lc.Listen(ctx, "tcp", bound)
+		if err == nil {
+			return conns, tl, nil
+		}
+		closeAll()
+		lastErr = err
+		if port != "0" {
+			break
+		}
+		_ = host
+	}
+	return nil, nil, lastErr
+}

@@ -1,0 +1,194 @@
+package authdns
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralhq/corral/authdns/answer"
+)
+
+// qtypes are the query types counted by name; others count as "other".
+var qtypes = []struct {
+	t    uint16
+	name string
+}{
+	{typeA, "A"}, {typeAAAA, "AAAA"}, {typeCNAME, "CNAME"}, {typeTXT, "TXT"}, {typeMX, "MX"},
+	{typeSRV, "SRV"}, {typeCAA, "CAA"}, {typeNS, "NS"}, {typeSOA, "SOA"}, {typeANY, "ANY"},
+	{typeAXFR, "AXFR"}, {typeIXFR, "IXFR"},
+}
+
+var qtypeIndex = func() [260]uint8 {
+	var t [260]uint8
+	for i := range t {
+		t[i] = uint8(len(qtypes))
+	}
+	for i, q := range qtypes {
+		t[q.t] = uint8(i)
+	}
+	return t
+}()
+
+var rcodeNames = map[int]string{
+	rcodeNoError: "NOERROR", rcodeFormErr: "FORMERR", rcodeServFail: "SERVFAIL",
+	rcodeNXDomain: "NXDOMAIN", rcodeNotImp: "NOTIMP", rcodeRefused: "REFUSED", rcodeBadVers: "BADVERS",
+}
+
+// sizeBounds are the upper bounds of the answer size histogram, in bytes.
+var sizeBounds = []float64{64, 128, 256, 512, 1024, 1232, 2048, 4096, 16384, 65535}
+
+const nRcodes = 17
+
+// stats are the counters of one worker (a UDP socket, or every TCP
+// connection together). They are written with atomics by their worker
+// and summed by the collector.
+type stats struct {
+	qtype      [nQtypes + 1]atomic.Uint64
+	rcode      [nRcodes]atomic.Uint64
+	policy     [nPolicies]atomic.Uint64
+	size       [11]atomic.Uint64 // by sizeBounds, last is +Inf
+	sizeSum    atomic.Uint64
+	truncated  atomic.Uint64
+	dropped    atomic.Uint64
+	rrlDropped atomic.Uint64
+	rrlSlipped atomic.Uint64
+	failOpen   atomic.Uint64
+}
+
+// nQtypes is len(qtypes); nPolicies the number of answer policies.
+const (
+	nQtypes   = 12
+	nPolicies = 7
+)
+
+// count records one answered query.
+func (s *stats) count(qtype uint16, rcode, policy, size int, tc bool) {
+	qi := uint8(len(qtypes))
+	if int(qtype) < len(qtypeIndex) {
+		qi = qtypeIndex[qtype]
+	}
+	s.qtype[qi].Add(1)
+	s.rcode[rcode%nRcodes].Add(1)
+	if policy > 0 {
+		s.policy[policy-1].Add(1)
+	}
+	b := 0
+	for b < len(sizeBounds) && float64(size) > sizeBounds[b] {
+		b++
+	}
+	s.size[b].Add(1)
+	s.sizeSum.Add(uint64(size))
+	if tc {
+		s.truncated.Add(1)
+	}
+}
+
+// collector exports the sum of every worker's stats.
+type collector struct {
+	mu    sync.Mutex
+	all   []*stats
+	zones func() (zones, sets int)
+
+	queries, rcodes, policies, truncated, dropped, rrl, failOpen, zoneCount *prometheus.Desc
+	size                                                                    *prometheus.Desc
+}
+
+func newCollector(zones func() (int, int)) *collector {
+	return &collector{
+		zones:     zones,
+		queries:   prometheus.NewDesc("corral_dns_queries_total", "Queries answered, by query type.", []string{"qtype"}, nil),
+		rcodes:    prometheus.NewDesc("corral_dns_responses_total", "Responses sent, by response code.", []string{"rcode"}, nil),
+		policies:  prometheus.NewDesc("corral_dns_policy_answers_total", "Answers chosen by a routing policy, by policy.", []string{"policy"}, nil),
+		truncated: prometheus.NewDesc("corral_dns_truncated_total", "UDP responses sent truncated (TC) because the answer did not fit.", nil, nil),
+		dropped:   prometheus.NewDesc("corral_dns_dropped_total", "Packets not answered because their header could not be parsed or they were responses.", nil, nil),
+		rrl:       prometheus.NewDesc("corral_dns_rrl_total", "Responses withheld by response rate limiting, by action (drop, slip).", []string{"action"}, nil),
+		failOpen:  prometheus.NewDesc("corral_dns_fail_open_total", "Answers made of unhealthy records because no candidate was healthy.", nil, nil),
+		zoneCount: prometheus.NewDesc("corral_dns_zones", "Zones and record sets served.", []string{"kind"}, nil),
+		size:      prometheus.NewDesc("corral_dns_response_size_bytes", "Size of the responses sent.", nil, nil),
+	}
+}
+
+func (c *collector) add(s *stats) {
+	c.mu.Lock()
+	c.all = append(c.all, s)
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.queries, c.rcodes, c.policies, c.truncated, c.dropped, c.rrl, c.failOpen, c.zoneCount, c.size} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	all := c.all
+	c.mu.Unlock()
+	var sum struct {
+		qtype                                             [nQtypes + 1]uint64
+		rcode                                             [nRcodes]uint64
+		policy                                            [nPolicies]uint64
+		size                                              [11]uint64
+		sizeSum, truncated, dropped, rrlD, rrlS, failOpen uint64
+	}
+	for _, s := range all {
+		for i := range s.qtype {
+			sum.qtype[i] += s.qtype[i].Load()
+		}
+		for i := range s.rcode {
+			sum.rcode[i] += s.rcode[i].Load()
+		}
+		for i := range s.policy {
+			sum.policy[i] += s.policy[i].Load()
+		}
+		for i := range s.size {
+			sum.size[i] += s.size[i].Load()
+		}
+		sum.sizeSum += s.sizeSum.Load()
+		sum.truncated += s.truncated.Load()
+		sum.dropped += s.dropped.Load()
+		sum.rrlD += s.rrlDropped.Load()
+		sum.rrlS += s.rrlSlipped.Load()
+		sum.failOpen += s.failOpen.Load()
+	}
+	for i, q := range qtypes {
+		ch <- prometheus.MustNewConstMetric(c.queries, prometheus.CounterValue, float64(sum.qtype[i]), q.name)
+	}
+	ch <- prometheus.MustNewConstMetric(c.queries, prometheus.CounterValue, float64(sum.qtype[len(qtypes)]), "other")
+	for rc, name := range rcodeNames {
+		ch <- prometheus.MustNewConstMetric(c.rcodes, prometheus.CounterValue, float64(sum.rcode[rc%nRcodes]), name)
+	}
+	for i, p := range answer.Policies() {
+		ch <- prometheus.MustNewConstMetric(c.policies, prometheus.CounterValue, float64(sum.policy[i]), p.String())
+	}
+	ch <- prometheus.MustNewConstMetric(c.truncated, prometheus.CounterValue, float64(sum.truncated))
+	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(sum.dropped))
+	ch <- prometheus.MustNewConstMetric(c.rrl, prometheus.CounterValue, float64(sum.rrlD), "drop")
+	ch <- prometheus.MustNewConstMetric(c.rrl, prometheus.CounterValue, float64(sum.rrlS), "slip")
+	ch <- prometheus.MustNewConstMetric(c.failOpen, prometheus.CounterValue, float64(sum.failOpen))
+	zones, sets := c.zones()
+	ch <- prometheus.MustNewConstMetric(c.zoneCount, prometheus.GaugeValue, float64(zones), "zones")
+	ch <- prometheus.MustNewConstMetric(c.zoneCount, prometheus.GaugeValue, float64(sets), "record_sets")
+	buckets := make(map[float64]uint64, len(sizeBounds))
+	var cum, total uint64
+	for i, b := range sizeBounds {
+		cum += sum.size[i]
+		buckets[b] = cum
+	}
+	total = cum + sum.size[len(sizeBounds)]
+	ch <- prometheus.MustNewConstHistogram(c.size, total, float64(sum.sizeSum), buckets)
+}
+
+var _ prometheus.Collector = (*collector)(nil)
+
+// rcodeLabel names an rcode for logs.
+func rcodeLabel(rc int) string {
+	if n, ok := rcodeNames[rc]; ok {
+		return n
+	}
+	return strconv.Itoa(rc)
+}

@@ -1,0 +1,132 @@
+package authdns
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// serveTCP accepts connections until the listener is closed.
+func (s *Server) serveTCP(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		s.mu.Lock()
+		if len(s.conns) >= s.cfg.MaxTCPConns || s.shutdown {
+			s.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			_ = c.Close()
+		}()
+	}
+}
+
+// serveConn answers the length-prefixed queries of one connection, in
+// order (pipelined queries are answered one after the other), until the
+// client closes it or it stays idle for TCPIdle.
+func (s *Server) serveConn(c net.Conn) {
+	var client netip.Addr
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		client = ap.Addr().Unmap()
+	}
+	w := newWorker(s, s.tcpSt, rand.Uint64())
+	r := bufio.NewReaderSize(c, 4096)
+	req := make([]byte, 65535)
+	out := make([]byte, 2+65535+512)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdle))
+		var lb [2]byte
+		if _, err := io.ReadFull(r, lb[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint16(lb[:]))
+		if _, err := io.ReadFull(r, req[:n]); err != nil {
+			return
+		}
+		resp, o := w.handle(req[:n], client, true, out[2:2:len(out)])
+		switch o {
+		case outDrop:
+			continue
+		case outTransfer:
+			if err := w.transfer(c, &w.q); err != nil {
+				return
+			}
+			continue
+		}
+		binary.BigEndian.PutUint16(out, uint16(len(resp)))
+		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.TCPIdle))
+		if _, err := c.Write(out[:2+len(resp)]); err != nil {
+			return
+		}
+	}
+}
+
+// transferChunk is the size a transfer message is filled to.
+const transferChunk = 16 * 1024
+
+// transfer streams the zone of w.zone to c as AXFR (RFC 5936): the SOA,
+// every record (every value of every policy), the SOA again, in as many
+// messages as needed. An IXFR query gets the same full transfer.
+func (w *worker) transfer(c net.Conn, q *query) error {
+	z := w.zone
+	buf := make([]byte, 2, 2+65535)
+	var m builder
+	var err error
+	flush := func() {
+		if err != nil {
+			return
+		}
+		msg := m.finish(q, rcodeNoError, 0, 0)
+		binary.BigEndian.PutUint16(buf, uint16(len(msg)))
+		_ = c.SetWriteDeadline(time.Now().Add(w.srv.cfg.TCPIdle))
+		_, err = c.Write(buf[:2+len(msg)])
+		m.start(buf[2:2:cap(buf)], q, 65535)
+		m.setFlags(flagAA)
+	}
+	q.edns = false // no OPT in transfer messages
+	m.start(buf[2:2:cap(buf)], q, 65535)
+	m.setFlags(flagAA)
+	addRR := func(owner []byte, rest []byte) {
+		if len(m.b)+len(owner)+len(rest) > transferChunk {
+			flush()
+		}
+		m.b = append(m.b, owner...)
+		m.b = append(m.b, rest...)
+		m.an++
+	}
+	addRR(z.origin, z.soa)
+	for _, n := range z.order {
+		for _, set := range n.sets {
+			if set.rtype == typeSOA {
+				continue
+			}
+			for _, rr := range set.rrs {
+				addRR(n.name, rr)
+			}
+		}
+	}
+	addRR(z.origin, z.soa)
+	flush()
+	return err
+}

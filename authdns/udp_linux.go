@@ -1,0 +1,138 @@
+//go:build linux && (amd64 || arm64)
+
+package authdns
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// batch is how many datagrams one recvmmsg or sendmmsg call moves.
+const batch = 32
+
+// udpBufSize is the receive buffer of one datagram (a larger one arrives
+// with MSG_TRUNC and is dropped as garbage: no real query is that big).
+const udpBufSize = 4096
+
+// mmsghdr is struct mmsghdr of recvmmsg(2).
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+	_   [4]byte
+}
+
+// serveUDP reads datagrams in batches with recvmmsg and answers each batch
+// with one sendmmsg, through the runtime's poller (the socket stays
+// non-blocking). It returns when the socket is closed.
+func (w *worker) serveUDP(c *net.UDPConn) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		w.srv.log.Error("udp socket", "err", err)
+		return
+	}
+	var (
+		in     = make([]byte, batch*udpBufSize)
+		out    = make([]byte, batch*(udpBufSize+512))
+		names  [batch][unix.SizeofSockaddrInet6]byte
+		iovIn  [batch]unix.Iovec
+		iovOut [batch]unix.Iovec
+		recv   [batch]mmsghdr
+		send   [batch]mmsghdr
+	)
+	for i := range batch {
+		iovIn[i].Base = &in[i*udpBufSize]
+		iovIn[i].SetLen(udpBufSize)
+		recv[i].hdr.Iov = &iovIn[i]
+		recv[i].hdr.SetIovlen(1)
+		recv[i].hdr.Name = &names[i][0]
+		send[i].hdr.Iov = &iovOut[i]
+		send[i].hdr.SetIovlen(1)
+	}
+	for {
+		for i := range batch {
+			recv[i].hdr.Namelen = unix.SizeofSockaddrInet6
+			recv[i].hdr.Flags = 0
+		}
+		var n int
+		var serr error
+		err := rc.Read(func(fd uintptr) bool {
+			r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&recv[0])), batch, 0, 0, 0)
+			if e == unix.EAGAIN || e == unix.EINTR {
+				return false
+			}
+			if e != 0 {
+				serr = e
+			}
+			n = int(r)
+			return true
+		})
+		if err != nil {
+			return // closed
+		}
+		if serr != nil {
+			if errors.Is(serr, unix.EBADF) {
+				return
+			}
+			continue // ECONNREFUSED and friends from ICMP: keep serving
+		}
+		k := 0
+		for i := range n {
+			if recv[i].hdr.Flags&unix.MSG_TRUNC != 0 {
+				w.st.dropped.Add(1)
+				continue
+			}
+			client := sockaddrAddr(&names[i])
+			req := in[i*udpBufSize : i*udpBufSize+int(recv[i].n)]
+			ob := out[k*(udpBufSize+512) : k*(udpBufSize+512) : (k+1)*(udpBufSize+512)]
+			resp, o := w.handle(req, client, false, ob)
+			if o != outAnswer {
+				continue
+			}
+			iovOut[k].Base = &resp[0]
+			iovOut[k].SetLen(len(resp))
+			send[k].hdr.Name = &names[i][0]
+			send[k].hdr.Namelen = recv[i].hdr.Namelen
+			k++
+		}
+		for sent := 0; sent < k; {
+			var m int
+			var werr error
+			err := rc.Write(func(fd uintptr) bool {
+				r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&send[sent])), uintptr(k-sent), 0, 0, 0)
+				if e == unix.EAGAIN || e == unix.EINTR {
+					return false
+				}
+				if e != 0 {
+					werr = e
+				}
+				m = int(r)
+				return true
+			})
+			if err != nil {
+				return
+			}
+			if werr != nil {
+				sent++ // skip the datagram that failed
+				continue
+			}
+			sent += m
+		}
+	}
+}
+
+// sockaddrAddr reads the address of a struct sockaddr_in or sockaddr_in6.
+func sockaddrAddr(b *[unix.SizeofSockaddrInet6]byte) netip.Addr {
+	switch *(*uint16)(unsafe.Pointer(&b[0])) {
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&b[0]))
+		return netip.AddrFrom4(sa.Addr)
+	case unix.AF_INET6:
+		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(&b[0]))
+		return netip.AddrFrom16(sa.Addr).Unmap()
+	}
+	return netip.Addr{}
+}

@@ -1,0 +1,24 @@
+//go:build !linux || !(amd64 || arm64)
+
+package authdns
+
+import "net"
+
+// serveUDP answers datagrams one at a time until the socket is closed.
+func (w *worker) serveUDP(c *net.UDPConn) {
+	in := make([]byte, 4096)
+	out := make([]byte, 4096+512)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(in)
+		if err != nil {
+			if isClosed(err) {
+				return
+			}
+			continue
+		}
+		resp, o := w.handle(in[:n], from.Addr().Unmap(), false, out)
+		if o == outAnswer {
+			_, _ = c.WriteToUDPAddrPort(resp, from)
+		}
+	}
+}

@@ -1,0 +1,347 @@
+package authdns
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// Header flag bits.
+const (
+	flagQR = 1 << 15
+	flagAA = 1 << 10
+	flagTC = 1 << 9
+	flagRD = 1 << 8
+	flagCD = 1 << 4
+)
+
+// Response codes.
+const (
+	rcodeNoError  = 0
+	rcodeFormErr  = 1
+	rcodeServFail = 2
+	rcodeNXDomain = 3
+	rcodeNotImp   = 4
+	rcodeRefused  = 5
+	rcodeBadVers  = 16
+)
+
+// optECS is the EDNS client subnet option code (RFC 7871).
+const optECS = 8
+
+// query is a parsed query. Slices point into the request and into the
+// worker's buffers: a query lives as long as one call of handle.
+type query struct {
+	id     uint16
+	flags  uint16
+	opcode uint8
+	// raw is the question name as received (case preserved, ending in the
+	// root label); name is its lower-case copy.
+	raw, name    []byte
+	qtype        uint16
+	qclass       uint16
+	questionOK   bool
+	edns         bool
+	ednsVersion  uint8
+	do           bool
+	udpSize      int
+	ecs          bool
+	ecsFamily    uint16
+	ecsSource    uint8
+	ecsPrefix    netip.Prefix
+	ecsAddrBytes []byte
+}
+
+// parseResult says what to do with a packet after parsing.
+type parseResult uint8
+
+const (
+	parseOK      parseResult = iota
+	parseDrop                // no answer at all
+	parseFormErr             // answer FORMERR
+	parseNotImp              // answer NOTIMP
+	parseBadVers             // answer BADVERS
+)
+
+// parse reads req into q, lower-casing the question name into lower (at
+// least 255 bytes).
+func parse(req []byte, q *query, lower []byte) parseResult {
+	*q = query{}
+	if len(req) < 12 {
+		return parseDrop
+	}
+	q.id = binary.BigEndian.Uint16(req)
+	q.flags = binary.BigEndian.Uint16(req[2:])
+	if q.flags&flagQR != 0 {
+		return parseDrop // a response: never answer it
+	}
+	q.opcode = uint8(q.flags>>11) & 0xF
+	qd := binary.BigEndian.Uint16(req[4:])
+	an := binary.BigEndian.Uint16(req[6:])
+	ns := binary.BigEndian.Uint16(req[8:])
+	ar := binary.BigEndian.Uint16(req[10:])
+	if qd != 1 {
+		if q.opcode != 0 {
+			return parseNotImp
+		}
+		return parseFormErr
+	}
+	off := 12
+	// The question name: no compression pointers in a question.
+	n := 0
+	for {
+		if off >= len(req) {
+			return parseFormErr
+		}
+		l := int(req[off])
+		if l&0xC0 != 0 {
+			return parseFormErr
+		}
+		if n+l+1 > maxName || off+1+l > len(req) {
+			return parseFormErr
+		}
+		lower[n] = byte(l)
+		for i := 1; i <= l; i++ {
+			c := req[off+i]
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			lower[n+i] = c
+		}
+		n += 1 + l
+		off += 1 + l
+		if l == 0 {
+			break
+		}
+	}
+	q.raw = req[12:off]
+	q.name = lower[:n]
+	if off+4 > len(req) {
+		return parseFormErr
+	}
+	q.qtype = binary.BigEndian.Uint16(req[off:])
+	q.qclass = binary.BigEndian.Uint16(req[off+2:])
+	off += 4
+	q.questionOK = true
+	if q.opcode != 0 {
+		return parseNotImp
+	}
+	// Skip answer and authority records; look for OPT among the additional.
+	for i := 0; i < int(an)+int(ns); i++ {
+		var ok bool
+		if off, _, _, ok = skipRR(req, off); !ok {
+			return parseFormErr
+		}
+	}
+	for range ar {
+		start := off
+		var t uint16
+		var rdOff int
+		var ok bool
+		if off, t, rdOff, ok = skipRR(req, off); !ok {
+			return parseFormErr
+		}
+		if t != typeOPT {
+			continue
+		}
+		if q.edns || req[start] != 0 { // a second OPT, or an OPT not owned by the root
+			return parseFormErr
+		}
+		q.edns = true
+		q.udpSize = int(binary.BigEndian.Uint16(req[start+3:]))
+		ttl := binary.BigEndian.Uint32(req[start+5:])
+		q.ednsVersion = uint8(ttl >> 16)
+		q.do = ttl&(1<<15) != 0
+		if r := parseOptions(req[rdOff:off], q); r != parseOK {
+			return r
+		}
+	}
+	if q.edns && q.ednsVersion > 0 {
+		return parseBadVers
+	}
+	return parseOK
+}
+
+// skipRR skips the record at off and returns where the next starts, its
+// type and where its rdata starts.
+func skipRR(b []byte, off int) (next int, t uint16, rd int, ok bool) {
+	for {
+		if off >= len(b) {
+			return 0, 0, 0, false
+		}
+		l := int(b[off])
+		if l&0xC0 == 0xC0 {
+			off += 2
+			break
+		}
+		if l&0xC0 != 0 {
+			return 0, 0, 0, false
+		}
+		off += 1 + l
+		if l == 0 {
+			break
+		}
+	}
+	if off+10 > len(b) {
+		return 0, 0, 0, false
+	}
+	t = binary.BigEndian.Uint16(b[off:])
+	rdlen := int(binary.BigEndian.Uint16(b[off+8:]))
+	rd = off + 10
+	if rd+rdlen > len(b) {
+		return 0, 0, 0, false
+	}
+	return rd + rdlen, t, rd, true
+}
+
+// parseOptions reads the EDNS options of an OPT record.
+func parseOptions(b []byte, q *query) parseResult {
+	for len(b) > 0 {
+		if len(b) < 4 {
+			return parseFormErr
+		}
+		code := binary.BigEndian.Uint16(b)
+		l := int(binary.BigEndian.Uint16(b[2:]))
+		if 4+l > len(b) {
+			return parseFormErr
+		}
+		v := b[4 : 4+l]
+		b = b[4+l:]
+		if code != optECS {
+			continue
+		}
+		if q.ecs || len(v) < 4 {
+			return parseFormErr
+		}
+		fam, src, scope := binary.BigEndian.Uint16(v), v[2], v[3]
+		addr := v[4:]
+		var full int
+		switch fam {
+		case 1:
+			full = 32
+		case 2:
+			full = 128
+		default:
+			return parseFormErr
+		}
+		if int(src) > full || scope != 0 || len(addr) != (int(src)+7)/8 {
+			return parseFormErr
+		}
+		var buf [16]byte
+		copy(buf[:], addr)
+		var a netip.Addr
+		if fam == 1 {
+			a = netip.AddrFrom4([4]byte(buf[:4]))
+		} else {
+			a = netip.AddrFrom16(buf)
+		}
+		p := netip.PrefixFrom(a, int(src))
+		if p.Masked() != p {
+			return parseFormErr // address bits beyond the source prefix (RFC 7871 6)
+		}
+		q.ecs, q.ecsFamily, q.ecsSource, q.ecsPrefix, q.ecsAddrBytes = true, fam, src, p, addr
+	}
+	return parseOK
+}
+
+// builder writes a response into a buffer. The zero value is unusable;
+// start begins a message.
+type builder struct {
+	b          []byte
+	limit      int // largest message allowed
+	reserve    int // bytes kept free for the OPT record
+	qend       int // end of the question section
+	an, ns, ar uint16
+	tc         bool
+}
+
+// start writes the header and, when q's question parsed, the question.
+func (m *builder) start(buf []byte, q *query, limit int) {
+	m.b = buf[:12]
+	m.limit, m.an, m.ns, m.ar, m.tc = limit, 0, 0, 0, false
+	binary.BigEndian.PutUint16(m.b, q.id)
+	f := flagQR | uint16(q.opcode)<<11 | q.flags&(flagRD|flagCD)
+	binary.BigEndian.PutUint16(m.b[2:], f)
+	clear(m.b[4:12])
+	if q.questionOK {
+		m.b = append(m.b, q.raw...)
+		m.b = binary.BigEndian.AppendUint16(m.b, q.qtype)
+		m.b = binary.BigEndian.AppendUint16(m.b, q.qclass)
+		binary.BigEndian.PutUint16(m.b[4:], 1)
+	}
+	m.qend = len(m.b)
+	m.reserve = 0
+	if q.edns {
+		m.reserve = 11
+		if q.ecs {
+			m.reserve += 8 + len(q.ecsAddrBytes)
+		}
+	}
+}
+
+// setFlags ORs flags into the header.
+func (m *builder) setFlags(f uint16) {
+	binary.BigEndian.PutUint16(m.b[2:], binary.BigEndian.Uint16(m.b[2:])|f)
+}
+
+// setRcode sets the low four bits of the response code.
+func (m *builder) setRcode(rc int) {
+	f := binary.BigEndian.Uint16(m.b[2:])&^0xF | uint16(rc&0xF)
+	binary.BigEndian.PutUint16(m.b[2:], f)
+}
+
+// add appends a record whose owner is a compression pointer to ptr and
+// whose remainder is rest. It returns the offset of the record's rdata, or
+// -1 when the record does not fit (the message is then truncated).
+func (m *builder) add(ptr int, rest []byte, authority bool) int {
+	if m.tc {
+		return -1
+	}
+	if len(m.b)+2+len(rest) > m.limit-m.reserve {
+		m.truncate()
+		return -1
+	}
+	m.b = append(m.b, 0xC0|byte(ptr>>8), byte(ptr))
+	m.b = append(m.b, rest...)
+	if authority {
+		m.ns++
+	} else {
+		m.an++
+	}
+	return len(m.b) - len(rest) + 10
+}
+
+// truncate drops every record and sets TC.
+func (m *builder) truncate() {
+	m.b = m.b[:m.qend]
+	m.an, m.ns, m.tc = 0, 0, true
+	m.setFlags(flagTC)
+}
+
+// finish writes the counts and the OPT record of q and returns the message.
+func (m *builder) finish(q *query, rcode int, udpSize int, scope uint8) []byte {
+	m.setRcode(rcode)
+	if q.edns {
+		m.b = append(m.b, 0, 0, typeOPT)
+		m.b = binary.BigEndian.AppendUint16(m.b, uint16(udpSize))
+		ttl := uint32(rcode>>4) << 24
+		if q.do {
+			ttl |= 1 << 15
+		}
+		m.b = binary.BigEndian.AppendUint32(m.b, ttl)
+		if q.ecs && rcode != rcodeBadVers {
+			m.b = binary.BigEndian.AppendUint16(m.b, uint16(8+len(q.ecsAddrBytes)))
+			m.b = binary.BigEndian.AppendUint16(m.b, optECS)
+			m.b = binary.BigEndian.AppendUint16(m.b, uint16(4+len(q.ecsAddrBytes)))
+			m.b = binary.BigEndian.AppendUint16(m.b, q.ecsFamily)
+			m.b = append(m.b, q.ecsSource, scope)
+			m.b = append(m.b, q.ecsAddrBytes...)
+		} else {
+			m.b = append(m.b, 0, 0)
+		}
+		m.ar++
+	}
+	binary.BigEndian.PutUint16(m.b[6:], m.an)
+	binary.BigEndian.PutUint16(m.b[8:], m.ns)
+	binary.BigEndian.PutUint16(m.b[10:], m.ar)
+	return m.b
+}
