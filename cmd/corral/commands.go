@@ -17,7 +17,6 @@ import (
 func commands() []func(*globals) *cobra.Command {
 	return []func(*globals) *cobra.Command{
 		newVersionCmd,
-		newSimCmd,
 		newDNSCmd,
 	}
 }
