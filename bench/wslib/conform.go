@@ -1,0 +1,3 @@
+package main
+
+func runConform(args []string) error { return nil }
