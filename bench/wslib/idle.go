@@ -61,7 +61,7 @@ type serverResult struct {
 	Lib      string `json:"lib"`
 	N        int64  `json:"n"`
 	Base     mem    `json:"base"`
-	Held     mem    `json:"held"`      // after the settle time and a GC
+	Held     mem    `json:"held"`     // after the settle time and a GC
 	Released mem    `json:"released"` // after debug.FreeOSMemory
 }
 

@@ -150,6 +150,7 @@ func (s *gwsServer) Start(addr string) (string, error) {
 	return ln.Addr().String(), nil
 }
 func (s *gwsServer) Open() int64 { return s.open.Load() }
+
 // Close leaves the listener open: gws.Server.RunListener logs and retries
 // forever once its listener is closed, and the process exits right after.
 func (s *gwsServer) Close() {}
