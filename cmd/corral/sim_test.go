@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const smallScenario = `name: small
+duration: 2m
+population:
+  devices: 100000
+  initial: 100000
+  priorities: [{name: P0, share: 0.2}, {name: P1, share: 0.8}]
+geography: {pops: 3}
+dns: {policy: multivalue}
+edge: {pick: random}
+origins:
+  - {name: lb, count: 2, headroom: 1.5, max_new_per_second: 2000, backlog: 4000}
+client:
+  backoff: {policy: full}
+traffic:
+  disconnects: [{at: 10s, share: 1}]
+sweep:
+  overload: [errors, adaptive]
+`
+
+func writeScenario(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSimTableAndJSON(t *testing.T) {
+	p := writeScenario(t, smallScenario)
+	code, out, errs := corral(t, "sim", p)
+	if code != 0 {
+		t.Fatalf("sim: code %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{"scenario small", "overload=errors", "overload=adaptive", "5xx peak", "P0 down s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errs = corral(t, "sim", p, "--json", "--seed", "7")
+	if code != 0 {
+		t.Fatalf("sim --json: code %d, stderr %q", code, errs)
+	}
+	var doc struct {
+		Scenario string
+		Runs     []struct {
+			Variant string
+			Seed    uint64
+			Devices int64
+			Steps   []struct{ Connected int64 }
+			Summary struct {
+				FinalConnected int64 `json:"final_connected"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("sim --json: %v\n%s", err, out)
+	}
+	if doc.Scenario != "small" || len(doc.Runs) != 2 || doc.Runs[0].Seed != 7 || len(doc.Runs[0].Steps) != 120 {
+		t.Fatalf("sim --json: unexpected document %+v", doc)
+	}
+	if doc.Runs[1].Summary.FinalConnected != doc.Runs[1].Devices {
+		t.Errorf("adaptive run ends with %d of %d connected", doc.Runs[1].Summary.FinalConnected, doc.Runs[1].Devices)
+	}
+}
+
+func TestSimWritesReport(t *testing.T) {
+	p := writeScenario(t, smallScenario)
+	dir := t.TempDir()
+	code, _, errs := corral(t, "sim", p, "--out", dir, "--every", "30s")
+	if code != 0 {
+		t.Fatalf("sim --out: code %d, stderr %q", code, errs)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil || !strings.Contains(string(html), "<svg") {
+		t.Fatalf("report.html missing or without charts: %v", err)
+	}
+	for _, name := range []string{"result.json", "compare-connected.png", "run01-overload-errors-connected.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("missing %s: %v", name, err)
+		}
+	}
+}
+
+func TestSimRejectsOutcomeField(t *testing.T) {
+	p := writeScenario(t, strings.Replace(smallScenario, "  backlog: 4000", "  backlog: 4000", 1)+"expected_error_rate: 0.01\n")
+	code, _, errs := corral(t, "sim", p)
+	if code == 0 || !strings.Contains(errs, "s.yaml:") || !strings.Contains(errs, "outcome") {
+		t.Fatalf("sim accepted an outcome field: code %d, stderr %q", code, errs)
+	}
+}
