@@ -1,8 +1,16 @@
 package health
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"google.golang.org/grpc"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // benchChecker builds a Checker with n tcp checks, half of them unhealthy.
@@ -112,5 +120,39 @@ func BenchmarkRef(b *testing.B) {
 	}
 	if up == 0 {
 		b.Fatal("no healthy check seen")
+	}
+}
+
+// BenchmarkProbe is the cost of one probe of each kind against a loopback
+// server, connection set-up included (every probe opens a fresh one).
+func BenchmarkProbe(b *testing.B) {
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer o.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, grpchealth.NewServer())
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	c, err := New(Config{Checks: []CheckConfig{
+		{Name: "http", Kind: KindHTTP, URL: o.URL, Match: "ok"},
+		{Name: "tcp", Kind: KindTCP, Address: ln.Addr().String()},
+		{Name: "grpc", Kind: KindGRPC, Address: ln.Addr().String()},
+	}}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"http", "tcp", "grpc"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := c.Probe(context.Background(), name)
+				if err != nil || r.Err != nil {
+					b.Fatal(err, r.Err)
+				}
+			}
+		})
 	}
 }

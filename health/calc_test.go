@@ -137,6 +137,8 @@ func TestUpdateKeepsUnchangedState(t *testing.T) {
 	for _, n := range []string{"keep", "change", "drop"} {
 		_, _ = c.Observe(n, errDown)
 	}
+	var got []string
+	c.Subscribe(func(ch Change) { got = append(got, fmt.Sprintf("%s=%v %s", ch.Name, ch.Healthy, ch.Reason)) })
 	changed := tcpCheck("change")
 	changed.Address = "127.0.0.1:2"
 	keepDefaults := tcpCheck("keep")
@@ -154,6 +156,20 @@ func TestUpdateKeepsUnchangedState(t *testing.T) {
 	}
 	if c.Healthy("drop") {
 		t.Error("removed check still answers")
+	}
+	if want := []string{"change=true configuration reloaded"}; !slices.Equal(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
+	}
+	// Removing a healthy check is a change to unhealthy.
+	got = nil
+	if err := c.Update(Config{Checks: []CheckConfig{keepDefaults, tcpCheck("new")}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"change=false removed from the configuration", "calc=false removed from the configuration"}; !slices.Equal(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
+	}
+	if err := c.Update(next); err != nil {
+		t.Fatal(err)
 	}
 	if st, _ := c.StatusOf("keep"); st.Probes != 1 {
 		t.Errorf("unchanged check lost its counters: %+v", st)
@@ -175,8 +191,8 @@ func TestUpdateKeepsUnchangedState(t *testing.T) {
 func TestUpdateWhileRunning(t *testing.T) {
 	o := newOrigin(t)
 	c := mustNew(t, Config{Checks: []CheckConfig{tcpCheck("old")}}, Options{})
-	ctx, cancel := startRun(t, c)
-	defer cancel()
+	_, stop := startRun(t, c)
+	defer stop()
 	if err := c.Update(Config{Checks: []CheckConfig{{Name: "web", Kind: KindHTTP, URL: o.URL, Interval: 20 * time.Millisecond}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +200,9 @@ func TestUpdateWhileRunning(t *testing.T) {
 		st, ok := c.StatusOf("web")
 		return ok && st.Probes >= 2
 	})
-	_ = ctx
+	if _, ok := c.StatusOf("old"); ok {
+		t.Error("the removed check is still listed")
+	}
 }
 
 func TestFirstProbesSpreadOverTheInterval(t *testing.T) {

@@ -187,7 +187,7 @@ func New(cfg Config, opts Options) (*Checker, error) {
 	c.tab.Store(&table{byName: map[string]*check{}})
 	c.mu.Lock()
 	c.tmu.Lock()
-	c.swap(checks)
+	c.swap(checks) // no changes: every check starts in its state
 	c.tmu.Unlock()
 	c.mu.Unlock()
 	return c, nil
@@ -276,8 +276,10 @@ func (c *Checker) Shutdown(ctx context.Context) error {
 // Update replaces the checks with those of cfg, as a configuration reload
 // does. A check whose definition did not change keeps its state, its
 // counters and its probe schedule; a new or changed check starts in its
-// initial state; a removed check stops and its metric series go. An
-// invalid cfg changes nothing and returns the validation error.
+// initial state; a removed check stops, its metric series go and it reads
+// unhealthy. Subscribers get a Change for every name whose state the
+// reload moved. An invalid cfg changes nothing and returns the validation
+// error. Checks are matched by name and compared after defaults apply.
 func (c *Checker) Update(cfg Config) error {
 	checks, err := cfg.normalized()
 	if err != nil {
@@ -309,6 +311,10 @@ func (c *Checker) Update(cfg Config) error {
 func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check, changes []Change) {
 	old := c.tab.Load()
 	at := c.now()
+	before := make(map[string]bool, len(old.list))
+	for _, ch := range old.list {
+		before[ch.cfg.Name] = ch.state.healthy.Load()
+	}
 	t := &table{byName: make(map[string]*check, len(checks)), list: make([]*check, 0, len(checks))}
 	for _, cc := range checks {
 		ch := old.byName[cc.Name]
@@ -362,12 +368,44 @@ func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check, changes
 		visit(ch)
 	}
 	c.tab.Store(t)
-	changes = c.recalc(t, at)
+	c.recalc(t, at)
+	// Subscribers hear of every name whose state the reload moved (a
+	// changed check back in its initial state, a calculated check whose
+	// children changed, a removed check); a name new to the Checker simply
+	// starts in its state.
+	var added, changed, kept int
 	for _, ch := range t.list {
-		if old.byName[ch.cfg.Name] != ch {
-			c.m.add(ch.cfg.Name, ch.state.healthy.Load())
+		name := ch.cfg.Name
+		now := ch.state.healthy.Load()
+		was, existed := before[name]
+		switch {
+		case !existed:
+			added++
+		case old.byName[name] != ch:
+			changed++
+		default:
+			kept++
+		}
+		if old.byName[name] != ch {
+			c.m.add(name, now)
+		}
+		if existed && was != now {
+			changes = append(changes, Change{Name: name, Healthy: now, At: at, Reason: "configuration reloaded"})
 		}
 	}
+	removed := 0
+	for _, ch := range old.list {
+		if t.byName[ch.cfg.Name] == nil {
+			removed++
+			if before[ch.cfg.Name] {
+				changes = append(changes, Change{Name: ch.cfg.Name, Healthy: false, At: at, Reason: "removed from the configuration"})
+			}
+		}
+	}
+	if len(old.list) > 0 {
+		c.log.Info("health checks reloaded", "added", added, "changed", changed, "kept", kept, "removed", removed)
+	}
+	c.record(changes)
 	return started, stopped, changes
 }
 
@@ -563,7 +601,9 @@ func (c *Checker) recalc(t *table, at time.Time) []Change {
 func (c *Checker) record(changes []Change) {
 	t := c.tab.Load()
 	for _, ch := range changes {
-		c.m.transition(ch.Name, ch.Healthy)
+		if t.byName[ch.Name] != nil {
+			c.m.transition(ch.Name, ch.Healthy)
+		}
 		level, msg := slog.LevelInfo, "health check healthy"
 		if !ch.Healthy {
 			level, msg = slog.LevelWarn, "health check unhealthy"
