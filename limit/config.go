@@ -463,7 +463,7 @@ func (c ShedderConfig) withDefaults() ShedderConfig {
 	def(&c.Target, 100*time.Millisecond)
 	def(&c.Percentile, 0.99)
 	def(&c.StepDownRatio, 0.7)
-	def(&c.EvalInterval, time.Second)
+	def(&c.EvalInterval, 500*time.Millisecond)
 	def(&c.MinSamples, 10)
 	def(&c.RiseDwell, time.Second)
 	def(&c.FallDwell, 10*time.Second)

@@ -76,6 +76,10 @@ func (g *Gradient) step(sum summary) {
 	grad = max(g.cfg.MinGradient, grad)
 	if grad < 1 {
 		k.congested()
+		// The headroom shrinks with the gradient: full at the knee, none
+		// at MinGradient. A constant headroom would hold the limit at
+		// QueueSize / (1 - MinGradient) however congested the server is.
+		q *= max(0, (grad-g.cfg.MinGradient)/(1-g.cfg.MinGradient))
 		next := k.est*grad + q
 		if !k.saturated(sum) {
 			next = min(next, k.est)

@@ -21,7 +21,8 @@ type Clock interface {
 // TryAcquire takes a slot with a compare-and-swap loop, so in-flight never
 // exceeds the limit at admission, whatever the number of goroutines (when
 // the Limit lowers the limit, work already in flight finishes normally and
-// in-flight falls below the new limit). It returns a Token, a small value
+// in-flight falls below the new limit). The one exception is P0's reserve
+// (see TryAcquirePriority). It returns a Token, a small value
 // that costs no allocation; call exactly one of its Success, Ignore or Drop
 // methods when the work ends.
 //
@@ -59,6 +60,7 @@ type Limiter struct {
 	rejected atomic.Int64
 	invalid  atomic.Int64
 	prio     [2]atomic.Int64 // in-flight of P0 and P1 tokens
+	res0     atomic.Int64    // P0's reserve in whole slots
 	prioPeak [2]atomic.Int64
 	prioRej  [NumPriorities]atomic.Int64
 
@@ -72,6 +74,8 @@ type Limiter struct {
 	acquired int64
 	lastRej  [2]int64
 	reserve  [2]float64
+	hold     [2]float64 // decaying recent peak in-flight of P0 and P1
+	decay    float64    // per flush: half-life of one second
 }
 
 // Token is an admitted unit of work. It is a small value: copy it freely,
@@ -100,7 +104,7 @@ func NewLimiter(cfg LimiterConfig) (*Limiter, error) {
 	} else {
 		l.base = time.Now()
 	}
-	l.reserve = [2]float64{cfg.Reserve.P0, cfg.Reserve.P1}
+	l.decay = math.Pow(0.5, cfg.FlushInterval.Seconds())
 	l.flushAt.Store(math.MinInt64)
 	l.setCeilings(l.lim.Limit(), 0, 0)
 	return l, nil
@@ -126,13 +130,22 @@ func (l *Limiter) TryAcquireAt(now time.Time) (Token, bool) {
 }
 
 // TryAcquirePriority admits one unit of work of priority p. P0 may use the
-// whole limit; P1 may not use the share reserved for P0, and P2 may not use
-// the shares reserved for P0 and P1. A reserve is at least its configured
-// fraction of the limit and grows to 1.5 times the recent peak in-flight of
-// its priority (doubling while that priority is being rejected), so a
-// higher priority whose demand fits under the limit takes the slots it
-// needs from lower ones within a few flush intervals. An invalid p is
-// rejected.
+// whole limit; P1 may not use the slots reserved for P0, and P2 may not use
+// the slots reserved for P0 and P1. A reserve is the larger of its
+// configured share of the limit (whole slots) and 1.5 times the recent peak
+// in-flight of its priority (a peak that decays with a half-life of one
+// second), and it doubles at each flush after that priority was turned
+// away. So a higher priority whose demand fits under the limit takes the
+// slots it needs from lower ones within a few flush intervals and keeps
+// them while it is active; at a limit of one or two a recently active P0
+// holds the only slot.
+//
+// P0's reserved slots are P0's even when lower-priority work admitted
+// under an earlier, higher limit still fills the node: a P0 whose
+// priority has fewer tokens in flight than its reserve is admitted, so
+// in-flight may then exceed the limit by at most the P0 reserve while that
+// work drains. Without priorities (TryAcquire) the limit is never
+// exceeded. An invalid p is rejected.
 func (l *Limiter) TryAcquirePriority(p Priority) (Token, bool) {
 	if !p.Valid() {
 		return Token{}, false
@@ -153,34 +166,90 @@ func (l *Limiter) acquire(ceiling int64, prio int8, now *time.Time) (Token, bool
 		w := l.word.Load()
 		n := int64(uint32(w))
 		if n >= ceiling {
-			l.rejected.Add(1)
-			if prio >= 0 {
-				l.prioRej[prio].Add(1)
+			if prio == int8(P0) && l.takeReserve() {
+				// Lower-priority work admitted under a higher limit still
+				// holds slots; P0's reserved slots are P0's all the same.
+				w = l.word.Add((1 << 32) + 1)
+				return l.admitted(w-(1<<32)-1, prio, true, now), true
 			}
+			l.reject(prio, now)
 			return Token{}, false
 		}
-		if !l.word.CompareAndSwap(w, w+(1<<32)+1) {
-			continue
+		if l.word.CompareAndSwap(w, w+(1<<32)+1) {
+			return l.admitted(w, prio, false, now), true
 		}
-		t := Token{l: l, prio: prio}
-		if (w>>32)&l.mask.Load() == 0 {
-			t.timed = true
-			if now != nil {
-				t.start = l.at(*now)
-			} else {
-				t.start = l.nowNs()
-			}
+	}
+}
+
+// takeReserve takes one of P0's reserved slots, if P0's in-flight is below
+// its reserve.
+func (l *Limiter) takeReserve() bool {
+	for {
+		c := l.prio[P0].Load()
+		if c >= l.res0.Load() {
+			return false
 		}
-		if n+1 > l.peak.Load() {
-			casMax(&l.peak, n+1)
+		if l.prio[P0].CompareAndSwap(c, c+1) {
+			return true
 		}
-		if prio == int8(P0) || prio == int8(P1) {
-			c := l.prio[prio].Add(1)
-			if c > l.prioPeak[prio].Load() {
-				casMax(&l.prioPeak[prio], c)
-			}
+	}
+}
+
+// admitted builds the token for an acquisition that moved the word from w
+// and updates the peaks. counted says the priority's in-flight is already
+// incremented.
+func (l *Limiter) admitted(w uint64, prio int8, counted bool, now *time.Time) Token {
+	n := int64(uint32(w)) + 1
+	t := Token{l: l, prio: prio}
+	if (w>>32)&l.mask.Load() == 0 {
+		t.timed = true
+		if now != nil {
+			t.start = l.at(*now)
+		} else {
+			t.start = l.nowNs()
 		}
-		return t, true
+	}
+	if n > l.peak.Load() {
+		casMax(&l.peak, n)
+	}
+	if prio == int8(P0) || prio == int8(P1) {
+		var c int64
+		if counted {
+			c = l.prio[prio].Load()
+		} else {
+			c = l.prio[prio].Add(1)
+		}
+		if c > l.prioPeak[prio].Load() {
+			casMax(&l.prioPeak[prio], c)
+		}
+	}
+	return t
+}
+
+// reject counts a refusal. Refusals also flush when one is due (checking
+// the clock on every 16th refusal when no time is given): otherwise a
+// Limiter whose ceilings shut a priority out would never flush again.
+func (l *Limiter) reject(prio int8, now *time.Time) {
+	r := l.rejected.Add(1)
+	if prio >= 0 {
+		l.prioRej[prio].Add(1)
+	}
+	var t int64
+	switch {
+	case now != nil:
+		t = l.at(*now)
+	case r&15 == 0 || prio == int8(P0):
+		t = l.nowNs()
+	default:
+		return
+	}
+	if prio == int8(P0) {
+		// A refused P0 is rare and urgent: recompute the ceilings now so
+		// that lower priorities stop taking the slots P0 needs.
+		l.flushAt.Store(min(l.flushAt.Load(), t))
+	}
+	if t >= l.flushAt.Load() {
+		l.flush(t)
 	}
 }
 
@@ -336,13 +405,27 @@ func (l *Limiter) setCeilings(limit int, peak0, peak1 int64) {
 	mins := [2]float64{l.cfg.Reserve.P0, l.cfg.Reserve.P1}
 	for i := range 2 {
 		rej := l.prioRej[i].Load()
-		r := max(mins[i]*lim, 1.5*float64(peaks[i]))
+		// The recent peak decays by half a second; below 0.1 it is gone.
+		h := max(float64(peaks[i]), l.hold[i]*l.decay)
+		if h < 0.1 {
+			h = 0
+		}
+		l.hold[i] = h
+		// The floor is whole slots of the configured share (none at tiny
+		// limits); demand earns 1.5 x its recent peak, rounded up.
+		r := max(math.Floor(mins[i]*lim), math.Ceil(1.5*h))
+		if i == 0 && (lim >= 2 || h > 0) {
+			// P0 always finds a free slot once the limit allows one, and
+			// takes the only slot while it is active.
+			r = max(r, 1)
+		}
 		if rej != l.lastRej[i] {
-			r = max(r, 2*l.reserve[i]) // this priority was turned away: make room fast
+			r = max(r, 2*l.reserve[i], 1) // this priority was turned away: make room fast
 		}
 		l.lastRej[i] = rej
 		l.reserve[i] = min(r, lim)
 	}
+	l.res0.Store(int64(l.reserve[0]))
 	c1 := max(0, lim-l.reserve[0])
 	c2 := max(0, c1-l.reserve[1])
 	l.ceil[P0].Store(int64(limit))

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,6 +42,7 @@ func TestLimiterNeverAdmitsAboveLimit(t *testing.T) {
 				if l := lim.InFlight(); l > limit {
 					t.Errorf("goroutine %d: in-flight %d above limit %d", g, l, limit)
 				}
+				runtime.Gosched() // let other goroutines try while this one holds a slot
 				inUse.Add(-1)
 				switch i % 3 {
 				case 0:

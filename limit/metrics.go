@@ -116,8 +116,8 @@ type Collector struct {
 	cfg MetricsConfig
 
 	limit, inflight, acquired, rejected, prioRejected *prometheus.Desc
-	stage, admitted, shedRejected, severed             *prometheus.Desc
-	transitions, latency                               *prometheus.Desc
+	stage, admitted, shedRejected, severed            *prometheus.Desc
+	transitions, latency                              *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)

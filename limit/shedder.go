@@ -106,20 +106,28 @@ type Shedder struct {
 	cfg ShedderConfig
 	rnd jitter
 
-	mu          sync.Mutex // guards the evaluation and pacing state below
-	changedAt   time.Time
-	lastRise    time.Time
-	lastFall    time.Time
-	fallDwell   time.Duration
-	transitions int64
-	lastP99     time.Duration
-	lastCount   int64
-	emergency   bool
-	overloaded  bool
-	tokens      float64
-	tokensAt    time.Time
-	history     []Transition
+	mu           sync.Mutex // guards the evaluation and pacing state below
+	changedAt    time.Time
+	lastRise     time.Time
+	lastFall     time.Time
+	fallDwell    time.Duration
+	transitions  int64
+	lastP99      time.Duration
+	lastCount    int64
+	emergency    bool
+	overloaded   bool
+	tokens       float64
+	tokensAt     time.Time
+	history      []Transition
+	lastOpen     Counts
+	openKnown    bool
+	pending      hist
+	pendingEvals int
 }
+
+// maxPending is how many evaluations latencies may accumulate before an
+// evaluation judges fewer than MinSamples of them.
+const maxPending = 5
 
 // Transition records one stage change.
 type Transition struct {
@@ -229,17 +237,29 @@ func (s *Shedder) maybeEvaluate(now time.Time) {
 
 // evaluate moves the stage. Called with s.mu held.
 func (s *Shedder) evaluate(now time.Time) {
-	var h hist
-	s.hist.drain(func(d time.Duration, n int64) { h.add(d, n) })
-	s.lastCount = h.total
-	latencyKnown := h.total >= int64(s.cfg.MinSamples)
+	// Latencies accumulate until MinSamples have arrived, for at most
+	// maxPending evaluations, so a trickle of slow handshakes on a full
+	// node still counts; an evaluation with no latency at all (nothing is
+	// being admitted) counts as no latency pressure.
+	s.hist.drain(func(d time.Duration, n int64) { s.pending.add(d, n) })
+	s.pendingEvals++
+	// A few samples whose median is already above Target are enough: on a
+	// slow, full node waiting for MinSamples would let it fill further.
+	latencyKnown := s.pending.total >= int64(s.cfg.MinSamples) ||
+		(s.pending.total > 0 && s.pendingEvals >= maxPending) ||
+		(s.pending.total >= 3 && s.pending.quantile(0.5) > s.cfg.Target)
 	if latencyKnown {
-		s.lastP99 = h.quantile(s.cfg.Percentile)
+		s.lastP99 = s.pending.quantile(s.cfg.Percentile)
+		s.lastCount = s.pending.total
+	}
+	if latencyKnown || s.pending.total == 0 {
+		s.pending.reset()
+		s.pendingEvals = 0
 	}
 	pressure, emergency := s.pressure()
 	s.emergency = emergency
 	latHigh := latencyKnown && s.lastP99 > s.cfg.Target
-	latLow := !latencyKnown || s.lastP99 <= time.Duration(float64(s.cfg.Target)*s.cfg.StepDownRatio)
+	latLow := (!latencyKnown && s.pending.total == 0) || s.lastP99 <= time.Duration(float64(s.cfg.Target)*s.cfg.StepDownRatio)
 	resHigh := pressure >= s.cfg.Resources.High
 	s.overloaded = latHigh || resHigh || emergency
 	calm := latLow && pressure < s.cfg.Resources.Low && !emergency
@@ -248,7 +268,7 @@ func (s *Shedder) evaluate(now time.Time) {
 	switch {
 	case emergency && st < StageLifeboat:
 		s.move(now, st, StageLifeboat, "emergency")
-	case s.overloaded && st < StageLifeboat && in >= s.cfg.RiseDwell:
+	case s.overloaded && st < StageLifeboat && in >= s.cfg.RiseDwell && !s.lowerLeft(st):
 		reason := "latency"
 		if !latHigh {
 			reason = "resources"
@@ -267,6 +287,13 @@ func (s *Shedder) evaluate(now time.Time) {
 		s.lastFall = now
 		s.move(now, st, st-1, "calm")
 	}
+}
+
+// lowerLeft reports whether, at StageSeverP1, P1 or P2 sessions are still
+// left to sever (as last reported to SeverQuotaAt): new P0 is turned away
+// only when nothing below it is left to let go.
+func (s *Shedder) lowerLeft(st Stage) bool {
+	return st == StageSeverP1 && s.openKnown && s.lastOpen[P1]+s.lastOpen[P2] > 0
 }
 
 func (s *Shedder) move(now time.Time, from, to Stage, reason string) {
@@ -300,7 +327,9 @@ func (s *Shedder) SeverQuota(open Counts) Counts { return s.SeverQuotaAt(open, s
 
 // SeverQuotaAt returns how many existing sessions of each priority to close
 // at now, lowest priority first: P2 from StageSeverP2, P1 from
-// StageSeverP1, P0 only during a resource emergency. The total is paced to
+// StageSeverP1, P0 only during a resource emergency; and only while the
+// last evaluation found the node overloaded, so severing stops as soon as
+// it has relieved the node even though the stage holds until it falls. The total is paced to
 // SeverRate per second (EmergencySeverRate in an emergency) with a burst of
 // a tenth of a second, so callers may ask as often as they like. Give each
 // closed session its own RetryAfterAt hint. The counts are added to the
@@ -319,6 +348,12 @@ func (s *Shedder) SeverQuotaAt(open Counts, now time.Time) Counts {
 	}
 	st := s.Stage()
 	var q Counts
+	s.lastOpen, s.openKnown = open, true
+	if !s.overloaded {
+		// The stage holds (admission stays strict until it falls), but
+		// severing stops as soon as the node is no longer overloaded.
+		return q
+	}
 	for _, p := range [...]Priority{P2, P1, P0} {
 		allowed := (p == P2 && st >= StageSeverP2) || (p == P1 && st >= StageSeverP1) || (p == P0 && s.emergency)
 		if !allowed || open[p] <= 0 {
