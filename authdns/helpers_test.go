@@ -1,12 +1,16 @@
 package authdns
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,3 +172,23 @@ func writeFile(t testing.TB, dir, body string) string {
 var loopback = netip.MustParseAddr("127.0.0.1")
 
 func netParse(s string) net.IP { return net.ParseIP(s).To4() }
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes, for logs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
