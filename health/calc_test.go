@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,5 +306,86 @@ func TestRefFollowsTheNameAcrossUpdate(t *testing.T) {
 	_, _ = c.Observe("a", errDown)
 	if ra.Healthy() != c.Healthy("a") || ra.Healthy() {
 		t.Fatal("Ref and Healthy disagree")
+	}
+}
+
+// TestSubscribersSeeChangesInOrder flips two children of a calculated
+// check from two goroutines: every name's changes must alternate, and the
+// last one delivered must be the state the Checker holds.
+func TestSubscribersSeeChangesInOrder(t *testing.T) {
+	c := mustNew(t, Config{Checks: []CheckConfig{
+		tcpCheck("a"), tcpCheck("b"),
+		{Name: "both", Kind: KindCalculated, Children: []string{"a", "b"}},
+	}}, Options{})
+	last := map[string]bool{"a": true, "b": true, "both": true}
+	var mu sync.Mutex
+	var inCall, broken atomic.Int32
+	counts := map[string]int{}
+	c.Subscribe(func(ch Change) {
+		if inCall.Add(1) != 1 {
+			broken.Add(1) // two calls at once
+		}
+		defer inCall.Add(-1)
+		runtime.Gosched() // widen the window for an overlapping call
+		mu.Lock()
+		defer mu.Unlock()
+		if last[ch.Name] == ch.Healthy {
+			broken.Add(1) // not a change from the last delivered state
+		}
+		last[ch.Name] = ch.Healthy
+		counts[ch.Name]++
+	})
+	var wg sync.WaitGroup
+	for _, name := range []string{"a", "b"} {
+		wg.Go(func() {
+			for i := range 2000 {
+				var err error
+				if i%2 == 0 {
+					err = errDown
+				}
+				if _, e := c.Observe(name, err); e != nil {
+					t.Error(e)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := broken.Load(); n != 0 {
+		t.Errorf("%d deliveries out of order or overlapping", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for name, v := range last {
+		if v != c.Healthy(name) {
+			t.Errorf("%s: last delivered %v, state %v", name, v, c.Healthy(name))
+		}
+	}
+	if counts["a"] != 2000 || counts["b"] != 2000 || counts["both"] < 2 {
+		t.Errorf("counts %v", counts)
+	}
+}
+
+func TestSubscriberMayCallTheChecker(t *testing.T) {
+	c := mustNew(t, Config{Checks: []CheckConfig{tcpCheck("a"), tcpCheck("b")}}, Options{})
+	var got []string
+	c.Subscribe(func(ch Change) {
+		got = append(got, fmt.Sprintf("%s=%v", ch.Name, ch.Healthy))
+		if ch.Name == "a" && !ch.Healthy {
+			if err := c.Force("b", false); err != nil {
+				t.Error(err)
+			}
+			if err := c.Update(Config{Checks: []CheckConfig{tcpCheck("a"), tcpCheck("b"), tcpCheck("c")}}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if _, err := c.Observe("a", errDown); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a=false", "b=false"}; !slices.Equal(got, want) {
+		t.Errorf("deliveries %v, want %v", got, want)
+	}
+	if !c.Healthy("c") {
+		t.Error("Update from a subscriber did not apply")
 	}
 }

@@ -92,7 +92,7 @@ type Result struct {
 // use.
 //
 // Lock order: mu (the running loops) before tmu (states and transitions)
-// before a check's own mu.
+// before a check's own mu or qmu (the queue of changes for subscribers).
 type Checker struct {
 	opts Options
 	log  *slog.Logger
@@ -104,6 +104,13 @@ type Checker struct {
 	// writers.
 	subs  atomic.Pointer[[]*subscriber]
 	subMu sync.Mutex
+
+	// qmu guards the queue of changes not yet delivered to subscribers
+	// and the flag of the goroutine delivering them. It is taken under tmu
+	// and never held while calling a subscriber.
+	qmu      sync.Mutex
+	pending  []Change
+	draining bool
 
 	// tmu serializes every change of state, so that calculated checks and
 	// subscribers see transitions in order.
@@ -286,9 +293,8 @@ func (c *Checker) Update(cfg Config) error {
 		return err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.tmu.Lock()
-	started, stopped, changes := c.swap(checks)
+	started, stopped := c.swap(checks)
 	c.tmu.Unlock()
 	for _, ch := range stopped {
 		if ch.stop != nil {
@@ -300,15 +306,17 @@ func (c *Checker) Update(cfg Config) error {
 			c.start(ch)
 		}
 	}
-	c.notify(changes)
+	c.mu.Unlock()
+	c.deliver()
 	return nil
 }
 
 // swap builds a table from checks, reusing unchanged checks of the current
-// one, and installs it. It returns the new checks that need a loop, the
-// removed ones whose loop must stop, and the changes of calculated checks.
-// The caller holds mu and tmu.
-func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check, changes []Change) {
+// one, and installs it. It returns the new checks that need a loop and the
+// removed ones whose loop must stop, and queues the changes it made. The
+// caller holds mu and tmu.
+func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check) {
+	var changes []Change
 	old := c.tab.Load()
 	at := c.now()
 	before := make(map[string]bool, len(old.list))
@@ -406,7 +414,7 @@ func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check, changes
 		c.log.Info("health checks reloaded", "added", added, "changed", changed, "kept", kept, "removed", removed)
 	}
 	c.record(changes)
-	return started, stopped, changes
+	return started, stopped
 }
 
 // start launches the probe loop of ch. The caller holds mu and Run has
@@ -541,7 +549,7 @@ func (c *Checker) apply(ch *check, err error, timeout bool, lat time.Duration, a
 	}
 	c.record(changes)
 	c.tmu.Unlock()
-	c.notify(changes)
+	c.deliver()
 	return healthy
 }
 
@@ -597,8 +605,15 @@ func (c *Checker) recalc(t *table, at time.Time) []Change {
 	return changes
 }
 
-// record logs changes and counts them. The caller holds tmu.
+// record logs changes, counts them and queues them for the subscribers.
+// The caller holds tmu, so the queue keeps the order of the changes.
 func (c *Checker) record(changes []Change) {
+	if len(changes) == 0 {
+		return
+	}
+	c.qmu.Lock()
+	c.pending = append(c.pending, changes...)
+	c.qmu.Unlock()
 	t := c.tab.Load()
 	for _, ch := range changes {
 		if t.byName[ch.Name] != nil {
@@ -616,9 +631,13 @@ func (c *Checker) record(changes []Change) {
 	}
 }
 
-// Subscribe calls fn after every change of state, on the goroutine that
-// caused it, in the order the changes happened for any one check. fn must
-// return quickly. The returned function ends the subscription.
+// Subscribe calls fn after every change of state, including those a
+// reload makes. Calls come one at a time, in the order the changes
+// happened, after the Checker's locks are released, usually on the
+// goroutine that caused the change (when a delivery is already under way,
+// its goroutine delivers the change instead). fn may call any method of
+// the Checker; it should return quickly, as it holds up later deliveries
+// (not probes, nor Healthy). The returned function ends the subscription.
 func (c *Checker) Subscribe(fn func(Change)) (cancel func()) {
 	s := &subscriber{fn: fn}
 	c.subMu.Lock()
@@ -640,16 +659,35 @@ func (c *Checker) Subscribe(fn func(Change)) (cancel func()) {
 	}
 }
 
-func (c *Checker) notify(changes []Change) {
-	if len(changes) == 0 {
+// deliver passes the queued changes to the subscribers, one call at a
+// time and in order. When another goroutine is delivering already, it
+// delivers these too and deliver returns at once; so a subscriber may call
+// any method of the Checker without deadlock.
+func (c *Checker) deliver() {
+	c.qmu.Lock()
+	if c.draining || len(c.pending) == 0 {
+		c.qmu.Unlock()
 		return
 	}
-	subs := *c.subs.Load()
-	for _, ch := range changes {
-		for _, s := range subs {
-			s.fn(ch)
+	c.draining = true
+	defer func() {
+		c.qmu.Lock()
+		c.draining = false
+		c.qmu.Unlock()
+	}()
+	for len(c.pending) > 0 {
+		batch := c.pending
+		c.pending = nil
+		c.qmu.Unlock()
+		subs := *c.subs.Load()
+		for _, ch := range batch {
+			for _, s := range subs {
+				s.fn(ch)
+			}
 		}
+		c.qmu.Lock()
 	}
+	c.qmu.Unlock()
 }
 
 // Force pins the named check to a state until Unforce: probes go on and
@@ -692,7 +730,7 @@ func (c *Checker) setForced(name string, forced, healthy bool) error {
 	changes = append(changes, c.recalc(t, at)...)
 	c.record(changes)
 	c.tmu.Unlock()
-	c.notify(changes)
+	c.deliver()
 	return nil
 }
 
