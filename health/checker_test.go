@@ -1,8 +1,11 @@
 package health
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -218,4 +221,53 @@ func TestInitialUnhealthyAndUnknownNames(t *testing.T) {
 	if ok, _ := c.Observe("cold", nil); !ok {
 		t.Error("cold did not turn healthy after one success with threshold 1")
 	}
+}
+
+func TestTransitionsAreLogged(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	c := mustNew(t, Config{Checks: []CheckConfig{tcpCheck("db")}}, Options{Logger: log})
+	_, _ = c.Observe("db", errors.New("connection refused"))
+	_, _ = c.Observe("db", nil)
+	_ = c.Update(Config{Checks: []CheckConfig{tcpCheck("db"), tcpCheck("db2")}})
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 3 {
+		t.Fatalf("log lines %v", lines)
+	}
+	down, up, reload := lines[0], lines[1], lines[2]
+	if down["level"] != "WARN" || down["msg"] != "health check unhealthy" || down["check"] != "db" ||
+		down["kind"] != "tcp" || down["target"] != "127.0.0.1:1" || !strings.Contains(down["reason"].(string), "connection refused") {
+		t.Errorf("down line %v", down)
+	}
+	if up["level"] != "INFO" || up["msg"] != "health check healthy" || up["reason"] != "1 consecutive successes" {
+		t.Errorf("up line %v", up)
+	}
+	if reload["msg"] != "health checks reloaded" || reload["added"] != 1.0 || reload["kept"] != 1.0 {
+		t.Errorf("reload line %v", reload)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
