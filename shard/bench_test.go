@@ -63,3 +63,33 @@ func BenchmarkStableHand(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAssigner1M assigns 1,000,000 tenants at n=2048, k=4, t=2; one
+// op is the whole run. The ids are built outside the timer.
+func BenchmarkAssigner1M(b *testing.B) {
+	ids := tenantIDs(1000000, "tenant-")
+	for _, store := range []bool{false, true} {
+		b.Run(map[bool]string{false: "memory", true: "filestore"}[store], func(b *testing.B) {
+			for b.Loop() {
+				cfg := AssignerConfig{Workers: 2048, HandSize: 4, MaxOverlap: 2, Seed: 1, ExpectedTenants: len(ids)}
+				if store {
+					st, err := OpenFileStore(b.TempDir() + "/hands")
+					if err != nil {
+						b.Fatal(err)
+					}
+					cfg.Store = st
+				}
+				a, err := NewAssigner(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := a.AssignAll(ids); err != nil {
+					b.Fatal(err)
+				}
+				if err := a.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -70,9 +70,14 @@ func (d *Dealer) Hand(dst []int, id string) []int {
 // HandBytes is Hand for an id held in a byte slice; Hand(dst, s) and
 // HandBytes(dst, []byte(s)) return the same hand.
 func (d *Dealer) HandBytes(dst []int, id []byte) []int {
-	var taken [MaxHand]int32
 	hi, lo := siphash.Hash128(d.k0, d.k1, id)
-	return d.draw(dst[:0], hi, lo, d.n, d.k, d.handHi, d.handLo, &taken, 0)
+	return d.handOfSeed(dst[:0], hi, lo)
+}
+
+// handOfSeed appends the hand dealt from the 128-bit seed hi:lo.
+func (d *Dealer) handOfSeed(dst []int, hi, lo uint64) []int {
+	var taken [MaxHand]int32
+	return d.draw(dst, hi, lo, d.n, d.k, d.handHi, d.handLo, &taken, 0)
 }
 
 // Spill appends the spill workers of id to dst[:0] and returns them: Spill
