@@ -119,8 +119,14 @@ func TestMathsBadInput(t *testing.T) {
 		func() error { _, err := Capacity(10, 3, 3); return err },
 		func() error { _, err := Capacity(10, 3, -1); return err },
 		func() error { _, err := Analyze(AnalyzeConfig{Workers: 10, HandSize: 11, MaxOverlap: -1}); return err },
-		func() error { _, err := Analyze(AnalyzeConfig{Workers: 10, HandSize: 4, MaxOverlap: -1, Zones: 11}); return err },
-		func() error { _, err := Analyze(AnalyzeConfig{Workers: 10, HandSize: 10, MaxOverlap: -1, Zones: 3}); return err },
+		func() error {
+			_, err := Analyze(AnalyzeConfig{Workers: 10, HandSize: 4, MaxOverlap: -1, Zones: 11})
+			return err
+		},
+		func() error {
+			_, err := Analyze(AnalyzeConfig{Workers: 10, HandSize: 10, MaxOverlap: -1, Zones: 3})
+			return err
+		},
 	} {
 		if err := f(); err == nil || !strings.HasPrefix(err.Error(), "shard: ") {
 			t.Errorf("error %v", err)
