@@ -29,8 +29,7 @@ const reasonRetryKey = "retry_after_ms="
 func FormatReason(retryAfter time.Duration, text string) string {
 	var s string
 	if retryAfter > 0 {
-		ms := (retryAfter + time.Millisecond - 1) / time.Millisecond
-		s = reasonRetryKey + strconv.FormatInt(int64(ms), 10)
+		s = reasonRetryKey + strconv.FormatInt(ceilMs(retryAfter), 10)
 		if text != "" {
 			s += " " + text
 		}

@@ -1,0 +1,68 @@
+package wire
+
+import (
+	"math"
+	"time"
+
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// retryMs converts a retry hint to the uint32 milliseconds of the frames,
+// rounding up and saturating.
+func retryMs(d time.Duration) uint32 {
+	if d <= 0 {
+		return 0
+	}
+	ms := ceilMs(d)
+	if ms > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(ms)
+}
+
+// ErrorFrame returns the Error frame that reports c: as the reply to the
+// client frame with id (0 when it explains a close).
+func (c Close) ErrorFrame(id uint64) *corralv1.ServerFrame {
+	return &corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+		Code: uint32(c.Code), Text: c.Text, RetryAfterMs: retryMs(c.RetryAfter),
+	}}}
+}
+
+// GoAwayFrame returns the GoAway frame that announces c (usually
+// CloseGoingAway with a retry hint); drain tells the client the server is
+// shutting down rather than shedding.
+func (c Close) GoAwayFrame(drain bool) *corralv1.ServerFrame {
+	return &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_GoAway{GoAway: &corralv1.GoAway{
+		Code: uint32(c.Code), Reason: c.Text, RetryAfterMs: retryMs(c.RetryAfter), Drain: drain,
+	}}}
+}
+
+// CloseFromFrame reads the Close carried by an Error or GoAway frame; ok is
+// false for any other frame. A code outside 1000-4999 reads as
+// CloseInternal.
+func CloseFromFrame(f *corralv1.ServerFrame) (c Close, ok bool) {
+	var code, ms uint32
+	switch fr := f.GetFrame().(type) {
+	case *corralv1.ServerFrame_Error:
+		code, ms, c.Text = fr.Error.GetCode(), fr.Error.GetRetryAfterMs(), fr.Error.GetText()
+	case *corralv1.ServerFrame_GoAway:
+		code, ms, c.Text = fr.GoAway.GetCode(), fr.GoAway.GetRetryAfterMs(), fr.GoAway.GetReason()
+	default:
+		return Close{}, false
+	}
+	c.Code = CloseCode(code)
+	if code < 1000 || code > 4999 {
+		c.Code = CloseInternal
+	}
+	c.RetryAfter = time.Duration(ms) * time.Millisecond
+	return c, true
+}
+
+// ceilMs returns d in whole milliseconds, rounded up, without overflow.
+func ceilMs(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return ms
+}

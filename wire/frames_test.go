@@ -1,0 +1,40 @@
+package wire
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+func TestCloseFrames(t *testing.T) {
+	c := Close{Code: CloseGoingAway, RetryAfter: 1500 * time.Millisecond, Text: "drain"}
+	g := c.GoAwayFrame(true)
+	if ga := g.GetGoAway(); ga.GetCode() != 1001 || ga.GetRetryAfterMs() != 1500 || !ga.GetDrain() || ga.GetReason() != "drain" {
+		t.Errorf("GoAwayFrame = %v", g)
+	}
+	if back, ok := CloseFromFrame(g); !ok || back != c {
+		t.Errorf("CloseFromFrame(GoAway) = %+v, %v", back, ok)
+	}
+	e := Close{Code: CloseForbidden, Text: "channel a"}.ErrorFrame(7)
+	if e.GetId() != 7 || e.GetError().GetCode() != 4005 {
+		t.Errorf("ErrorFrame = %v", e)
+	}
+	if back, ok := CloseFromFrame(e); !ok || back.Code != CloseForbidden || back.RetryAfter != 0 {
+		t.Errorf("CloseFromFrame(Error) = %+v, %v", back, ok)
+	}
+	if _, ok := CloseFromFrame(&corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Ping{Ping: &corralv1.Ping{}}}); ok {
+		t.Error("a Ping frame read as a close")
+	}
+	odd := &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: 7}}}
+	if back, _ := CloseFromFrame(odd); back.Code != CloseInternal {
+		t.Errorf("code 7 read as %v", back.Code)
+	}
+	if got := retryMs(time.Duration(math.MaxInt64)); got != math.MaxUint32 {
+		t.Errorf("retryMs saturates at %d", got)
+	}
+	if got := retryMs(time.Microsecond); got != 1 {
+		t.Errorf("retryMs(1µs) = %d, want 1 (rounded up)", got)
+	}
+}
