@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/backoff"
@@ -222,8 +223,17 @@ func Decode(name string, data []byte) (*Scenario, error) {
 	}
 	var s Scenario
 	if err := config.Decode(name, data, &s, config.Options{}); err != nil {
-		return nil, fmt.Errorf("scenario: %w", err)
+		return nil, decodeError{err}
 	}
 	s.WithDefaults()
 	return &s, nil
 }
+
+// decodeError is a config error told in the scenario package's name.
+type decodeError struct{ err error }
+
+func (e decodeError) Error() string {
+	return "scenario: " + strings.TrimPrefix(e.err.Error(), "config: ")
+}
+
+func (e decodeError) Unwrap() error { return e.err }

@@ -70,9 +70,15 @@ func newAdaptive(sc *scenario.Scenario, o *origin, idx int) (*adaptive, error) {
 
 func prio(p int) limit.Priority { return limit.Priority(min(p, int(limit.P2))) }
 
-func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (admitted, sever []int64, hint time.Duration) {
+// hintDraws is how many retry-after hints are drawn from the shedder for
+// one rejected cohort: the cohort is split evenly over them, so the
+// shedder's jitter spreads it as it would spread single requests.
+const hintDraws = 8
+
+func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (admitted, sever []int64, hints [][]time.Duration) {
 	admitted = make([]int64, len(demand))
 	sever = make([]int64, len(demand))
+	hints = make([][]time.Duration, len(demand))
 	// A slot frees and is taken again many times within a step: over the
 	// step, L slots finish at most min(mu, L/hold) handshakes, which the
 	// limiter may replace, on top of the slots free at its start.
@@ -86,15 +92,23 @@ func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (adm
 		if d == 0 {
 			continue
 		}
-		dec := a.shed.AdmitAt(prio(p), now)
-		if !dec.Admit {
-			hint = max(hint, dec.RetryAfter)
-			continue
+		lp := prio(p)
+		dec := a.shed.AdmitAt(lp, now)
+		if dec.Admit {
+			admitted[p] = min(d, room)
+			room -= admitted[p]
 		}
-		admitted[p] = min(d, room)
-		room -= admitted[p]
 		if admitted[p] < d {
-			hint = max(hint, a.shed.Rejected(prio(p), now))
+			h := make([]time.Duration, 0, hintDraws)
+			if dec.Admit {
+				h = append(h, a.shed.Rejected(lp, now))
+			} else {
+				h = append(h, dec.RetryAfter)
+			}
+			for len(h) < hintDraws {
+				h = append(h, a.shed.RetryAfterAt(lp, now))
+			}
+			hints[p] = h
 		}
 	}
 	var oc limit.Counts
@@ -106,8 +120,15 @@ func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (adm
 		lp := prio(p)
 		sever[p] = min(open[p], q[lp])
 		q[lp] -= sever[p]
+		if sever[p] > 0 && hints[p] == nil {
+			h := make([]time.Duration, hintDraws)
+			for i := range h {
+				h[i] = a.shed.RetryAfterAt(lp, now)
+			}
+			hints[p] = h
+		}
 	}
-	return admitted, sever, hint
+	return admitted, sever, hints
 }
 
 func (a *adaptive) observe(now time.Time, latency time.Duration, inflight float64, served int64, dropped bool) {
@@ -131,7 +152,7 @@ func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, demand int64, st 
 	for _, c := range arr {
 		byPrio[s.prioOf(int(c.flow))] += c.n
 	}
-	admitted, sever, hint := o.adm.admit(now, o.work, byPrio, o.connPrio)
+	admitted, sever, hints := o.adm.admit(now, o.work, byPrio, o.connPrio)
 	out := make([]cohort, 0, len(arr))
 	demand = 0
 	for p := range s.nP {
@@ -145,14 +166,14 @@ func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, demand int64, st 
 			continue
 		}
 		if admitted[p] < byPrio[p] {
-			group = s.cut(group, byPrio[p], admitted[p], CauseShed, hint, st)
+			group = s.cut(group, byPrio[p], admitted[p], CauseShed, hints[p], st)
 		}
 		out = append(out, group...)
 		demand += admitted[p]
 	}
 	for p, n := range sever {
 		if n > 0 {
-			s.sever(i, p, n, hint, st)
+			s.sever(i, p, n, hints[p], st)
 		}
 	}
 	return out, demand
@@ -160,7 +181,7 @@ func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, demand int64, st 
 
 // sever closes n connections of priority p at origin i, spread over its
 // flows; the devices reconnect after the retry-after hint.
-func (s *Sim) sever(i, p int, n int64, hint time.Duration, st *Step) {
+func (s *Sim) sever(i, p int, n int64, hints []time.Duration, st *Step) {
 	o := s.origins[i]
 	total := o.connPrio[p]
 	if total == 0 {
@@ -181,7 +202,7 @@ func (s *Sim) sever(i, p int, n int64, hint time.Duration, st *Step) {
 		if m > 0 {
 			s.addConn(i, f, -m)
 			st.Dropped += m
-			s.fail(cohort{flow: int32(f)}, m, max(hint, s.sc.Overload.RetryAfter))
+			s.failHinted(cohort{flow: int32(f)}, m, hints)
 		}
 	}
 }

@@ -335,6 +335,21 @@ func (s *Sim) fail(c cohort, n int64, hint time.Duration) {
 	}
 }
 
+// failHinted splits n devices of c evenly over hints and fails each part
+// with its hint; with no hints it is fail without a hint.
+func (s *Sim) failHinted(c cohort, n int64, hints []time.Duration) {
+	if len(hints) == 0 {
+		s.fail(c, n, 0)
+		return
+	}
+	var done int64
+	for i, h := range hints {
+		hi := n * int64(i+1) / int64(len(hints))
+		s.fail(c, hi-done, h)
+		done = hi
+	}
+}
+
 // Steps returns the number of steps of the run.
 func (s *Sim) Steps() int { return s.steps }
 

@@ -42,9 +42,10 @@ type origin struct {
 // admitter is adaptive admission: it says how many of the attempts of each
 // priority an origin takes now, and learns from what happened.
 type admitter interface {
-	// admit returns, for the demand of each priority, how many to admit;
-	// the rest are turned away with the returned hint.
-	admit(now time.Time, work float64, demand []int64, open []int64) (admitted []int64, sever []int64, hint time.Duration)
+	// admit returns, for the demand of each priority, how many to admit
+	// and how many held connections to sever; the devices turned away or
+	// severed spread evenly over the retry-after hints of their priority.
+	admit(now time.Time, work float64, demand []int64, open []int64) (admitted, sever []int64, hints [][]time.Duration)
 	// observe feeds the step's handshake latency and work in flight.
 	observe(now time.Time, latency time.Duration, inflight float64, served int64, dropped bool)
 	// limit returns the current limit on handshakes in flight.

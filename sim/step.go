@@ -207,7 +207,7 @@ func (s *Sim) admit(t, i int, o *origin, st *Step) {
 	}
 	if !o.up {
 		for _, c := range arr {
-			s.reject(c, c.n, CauseDown, 0, st)
+			s.reject(c, c.n, CauseDown, nil, st)
 		}
 		return
 	}
@@ -218,7 +218,7 @@ func (s *Sim) admit(t, i int, o *origin, st *Step) {
 	// The origin refuses attempts past its maximum of connections.
 	free := max(0, o.maxConn-o.conns-o.willConn)
 	if demand > free {
-		arr = s.cut(arr, demand, free, CauseCapacity, 0, st)
+		arr = s.cut(arr, demand, free, CauseCapacity, nil, st)
 		demand = free
 	}
 	if o.adm != nil {
@@ -226,7 +226,7 @@ func (s *Sim) admit(t, i int, o *origin, st *Step) {
 	} else if o.backlog > 0 {
 		room := int64(max(0, o.backlog-o.work))
 		if demand > room {
-			arr = s.cut(arr, demand, room, CauseBacklog, 0, st)
+			arr = s.cut(arr, demand, room, CauseBacklog, nil, st)
 			demand = room
 		}
 	}
@@ -238,7 +238,7 @@ func (s *Sim) admit(t, i int, o *origin, st *Step) {
 
 // cut keeps keep of the demand in arr (proportionally over its cohorts)
 // and fails the rest with cause.
-func (s *Sim) cut(arr []cohort, demand, keep int64, cause Cause, hint time.Duration, st *Step) []cohort {
+func (s *Sim) cut(arr []cohort, demand, keep int64, cause Cause, hints []time.Duration, st *Step) []cohort {
 	ratio := float64(keep) / float64(demand)
 	u := s.rng.Float64()
 	cum := 0.0
@@ -250,7 +250,7 @@ func (s *Sim) cut(arr []cohort, demand, keep int64, cause Cause, hint time.Durat
 		k := max(0, min(hi-done, c.n))
 		done += k
 		if c.n-k > 0 {
-			s.reject(c, c.n-k, cause, hint, st)
+			s.reject(c, c.n-k, cause, hints, st)
 		}
 		if k > 0 {
 			c.n = k
@@ -260,10 +260,11 @@ func (s *Sim) cut(arr []cohort, demand, keep int64, cause Cause, hint time.Durat
 	return out
 }
 
-// reject fails n devices of c with cause.
-func (s *Sim) reject(c cohort, n int64, cause Cause, hint time.Duration, st *Step) {
+// reject fails n devices of c with cause, spread over the retry-after
+// hints they carry (none when hints is empty).
+func (s *Sim) reject(c cohort, n int64, cause Cause, hints []time.Duration, st *Step) {
 	st.Errors[cause][s.prioOf(int(c.flow))] += n
-	s.fail(c, n, hint)
+	s.failHinted(c, n, hints)
 }
 
 // enqueue admits arr (demand devices in all) into the origin's handshake
@@ -355,9 +356,9 @@ func (s *Sim) complete(t int, st *Step) {
 			o.fresh[prio] += p.c.n
 		case p.ok:
 			o.willConn -= p.c.n
-			s.reject(p.c, p.c.n, CauseDown, 0, st)
+			s.reject(p.c, p.c.n, CauseDown, nil, st)
 		default:
-			s.reject(p.c, p.c.n, CauseTimeout, 0, st)
+			s.reject(p.c, p.c.n, CauseTimeout, nil, st)
 		}
 	}
 }

@@ -1,0 +1,140 @@
+package scenario
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `name: t
+duration: 1m
+population:
+  devices: 1000
+  initial: 500
+dns:
+  policy: multivalue
+origins:
+  - name: lb
+    count: 2
+    headroom: 1.5
+    max_new_per_second: 100
+`
+
+func TestDecodeFillsDefaults(t *testing.T) {
+	s, err := Decode("t.yaml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case s.Seed != 1, s.Step != time.Second, s.Scale != 1, s.DNS.TTL != 60*time.Second,
+		s.Edge.Pick != "first", s.Overload.Mode != "errors", s.Client.ConnectTimeout != 10*time.Second,
+		len(s.Population.Priorities) != 1, s.Population.Tenants != 1, s.Origins[0].Weight != 1, s.Sim.Quantiles != 64:
+		t.Fatalf("defaults not filled: %+v", s)
+	}
+}
+
+func TestDecodeErrorsNameLineAndKey(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(string) string
+		want []string
+	}{
+		{"unknown top-level key", func(s string) string { return s + "sead: 3\n" }, []string{"t.yaml:13:", `unknown key "sead"`}},
+		{"unknown nested key", func(s string) string { return strings.Replace(s, "    count: 2", "    cuont: 2", 1) }, []string{"t.yaml:10:", `unknown key "cuont"`}},
+		{"bad duration", func(s string) string { return strings.Replace(s, "duration: 1m", "duration: 1 minute", 1) }, []string{"t.yaml:2:", "duration", "bad duration"}},
+		{"bad value names its line", func(s string) string { return strings.Replace(s, "max_new_per_second: 100", "max_new_per_second: -1", 1) }, []string{"t.yaml:12:", "origins[0].max_new_per_second", "must be positive"}},
+		{"unknown policy", func(s string) string { return strings.Replace(s, "policy: multivalue", "policy: roundrobin", 1) }, []string{"t.yaml:7:", "dns.policy", "roundrobin"}},
+		{"capacity is required", func(s string) string { return strings.Replace(s, "    headroom: 1.5\n", "", 1) }, []string{"origins[0].max_connections", "capacity is an input"}},
+		{"arrivals beyond the population", func(s string) string {
+			return s + "traffic:\n  arrivals:\n    - {at: 0s, devices: 900}\n"
+		}, []string{"population.devices", "below initial plus arrivals"}},
+		{"bad backoff", func(s string) string { return s + "client:\n  backoff: {policy: full, jitter: 0.3}\n" }, []string{"client.backoff", "jitter applies only to policy grpc"}},
+		{"priority shares", func(s string) string {
+			return strings.Replace(s, "  initial: 500\n", "  initial: 500\n  priorities: [{name: P0, share: 0.5}, {name: P1, share: 0.4}]\n", 1)
+		}, []string{"population.priorities", "add up to 0.9"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode("t.yaml", []byte(tc.edit(minimal)))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if !strings.HasPrefix(err.Error(), "scenario: ") {
+				t.Errorf("error %q does not start with the package name", err)
+			}
+		})
+	}
+}
+
+// TestRejectsOutcomeFields: no key may set an outcome, wherever it
+// stands, and the message names the line.
+func TestRejectsOutcomeFields(t *testing.T) {
+	for _, tc := range []struct{ yaml, key string }{
+		{"error_rate: 0.02\n", "error_rate"},
+		{"origins_5xx: 0.1\n", "origins_5xx"},
+		{"traffic:\n  disconnects:\n    - {at: 1s, share: 1, success_rate: 0.9}\n", "success_rate"},
+		{"overload:\n  mode: adaptive\n  shed_rate: 0.3\n", "shed_rate"},
+		{"expected_downtime: 10s\n", "expected_downtime"},
+		{"target_utilisation: 0.8\n", "target_utilisation"},
+	} {
+		_, err := Decode("t.yaml", []byte(minimal+tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), "would set an outcome") || !strings.Contains(err.Error(), `"`+tc.key+`"`) || !strings.Contains(err.Error(), "t.yaml:") {
+			t.Errorf("%s: got %v", tc.key, err)
+		}
+	}
+}
+
+func TestVariantsExpandTheSweep(t *testing.T) {
+	s, err := Decode("t.yaml", []byte(minimal+"client:\n  backoff: {policy: grpc, jitter: 0.1}\nsweep:\n  backoff: [none, grpc, full]\n  overload: [errors, adaptive]\n  origin_count: [6, 2]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := s.Variants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 12 {
+		t.Fatalf("%d variants, want 12", len(vs))
+	}
+	first, last := vs[0], vs[len(vs)-1]
+	if first.Name != "backoff=none overload=errors origins=6" || last.Name != "backoff=full overload=adaptive origins=2" {
+		t.Errorf("names %q .. %q", first.Name, last.Name)
+	}
+	if last.Scenario.Client.Backoff.Jitter != 0 || vs[4].Scenario.Client.Backoff.Jitter != 0.1 {
+		t.Errorf("jitter kept only for grpc: full %v, grpc %v", last.Scenario.Client.Backoff.Jitter, vs[4].Scenario.Client.Backoff.Jitter)
+	}
+	if last.Scenario.Origins[0].Count != 2 || s.Origins[0].Count != 2 || len(last.Scenario.Sweep.Backoff) != 0 {
+		t.Errorf("variant changes leaked or sweep kept: %+v", last.Scenario.Origins)
+	}
+	vs[0].Scenario.Origins[0].Name = "changed"
+	if s.Origins[0].Name != "lb" {
+		t.Error("a variant shares its origins with the scenario")
+	}
+}
+
+// TestShippedScenariosLoad loads every file under scenarios/.
+func TestShippedScenariosLoad(t *testing.T) {
+	files, err := filepath.Glob("../scenarios/*.yaml")
+	if err != nil || len(files) < 5 {
+		t.Fatalf("scenario files: %v, %v", files, err)
+	}
+	for _, f := range files {
+		s, err := Load(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if _, err := s.Variants(); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.HasPrefix(err.Error(), "scenario: ") {
+		t.Errorf("missing file: %v", err)
+	}
+}
