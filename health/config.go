@@ -247,6 +247,8 @@ func (cc CheckConfig) normalized(p string) (CheckConfig, []error) {
 			notFor("service", cc.Service != "")
 			notFor("tls", cc.TLS)
 			notFor("insecure_skip_verify", cc.InsecureSkipVerify)
+		} else if cc.InsecureSkipVerify && !cc.TLS {
+			bad("insecure_skip_verify", "has no effect without tls: true")
 		}
 	case KindCalculated:
 		if len(cc.Children) == 0 {

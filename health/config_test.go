@@ -43,6 +43,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "match on tcp", checks: []CheckConfig{with(db, func(c *CheckConfig) { c.Match = "ok" })}, path: "checks[0].match", msg: "does not apply"},
 		{name: "tls on tcp", checks: []CheckConfig{with(db, func(c *CheckConfig) { c.TLS = true })}, path: "checks[0].tls", msg: "does not apply"},
 		{name: "children on tcp", checks: []CheckConfig{db, with(db, func(c *CheckConfig) { c.Name = "y"; c.Children = []string{"db"} })}, path: "checks[1].children", msg: "does not apply"},
+		{name: "skip verify on plaintext grpc", checks: []CheckConfig{{Name: "g", Kind: KindGRPC, Address: "h:1", InsecureSkipVerify: true}}, path: "checks[0].insecure_skip_verify", msg: "without tls: true"},
 		{name: "interval below minimum", checks: []CheckConfig{with(db, func(c *CheckConfig) { c.Interval = time.Millisecond })}, path: "checks[0].interval", msg: "below the minimum of 10ms"},
 		{name: "negative timeout", checks: []CheckConfig{with(db, func(c *CheckConfig) { c.Timeout = -time.Second })}, path: "checks[0].timeout", msg: "negative"},
 		{name: "timeout above interval", checks: []CheckConfig{with(db, func(c *CheckConfig) { c.Interval = 10 * time.Second; c.Timeout = 11 * time.Second })}, path: "checks[0].timeout", msg: "exceeds the interval"},
