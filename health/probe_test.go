@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -165,5 +166,34 @@ func TestGRPCHealthProtocol(t *testing.T) {
 	srv.Stop()
 	if r := probe(t, c, "hub"); r.Err == nil || r.Healthy {
 		t.Fatalf("stopped server: %+v", r)
+	}
+}
+
+func TestGRPCOverTLS(t *testing.T) {
+	// Borrow httptest's self-signed certificate for the gRPC server.
+	hs := httptest.NewTLSServer(http.NotFoundHandler())
+	cert := hs.TLS.Certificates[0]
+	hs.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
+	healthpb.RegisterHealthServer(srv, grpchealth.NewServer())
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	c := mustNew(t, Config{Checks: []CheckConfig{
+		{Name: "tls", Kind: KindGRPC, Address: ln.Addr().String(), TLS: true, InsecureSkipVerify: true, FailureThreshold: 1},
+		{Name: "verify", Kind: KindGRPC, Address: ln.Addr().String(), TLS: true, FailureThreshold: 1},
+		{Name: "plain", Kind: KindGRPC, Address: ln.Addr().String(), FailureThreshold: 1},
+	}}, Options{})
+	if r := probe(t, c, "tls"); r.Err != nil {
+		t.Fatalf("TLS with skip-verify: %v", r.Err)
+	}
+	if r := probe(t, c, "verify"); r.Err == nil {
+		t.Error("a self-signed certificate passed verification")
+	}
+	if r := probe(t, c, "plain"); r.Err == nil {
+		t.Error("a plaintext probe passed against a TLS server")
 	}
 }
