@@ -142,7 +142,7 @@ func (s *gobwasServer) readOne(c net.Conn) error {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	defer c.SetReadDeadline(time.Time{})
 	control := func(h ws.Header, r io.Reader) error {
-		return wsutil.ControlHandler{Src: r, Dst: c, State: ws.StateServerSide}.Handle(h)
+		return wsutil.ControlHandler{Src: r, Dst: c, State: ws.StateServerSide, DisableSrcCiphering: true}.Handle(h)
 	}
 	rd := wsutil.Reader{
 		Source:         c,

@@ -156,6 +156,7 @@ func runClient(args []string) error {
 	addr := fs.String("addr", "", "server address")
 	n := fs.Int("n", 5000, "connections")
 	conc := fs.Int("conc", 16, "parallel dialers")
+	hello := fs.Bool("hello", false, "exchange one 64-byte message on each connection before going idle")
 	_ = fs.Parse(args)
 	conns := make([]net.Conn, *n)
 	var next atomic.Int64
@@ -174,7 +175,14 @@ func runClient(args []string) error {
 				var err error
 				for try := 0; try < 5; try++ {
 					var c net.Conn
-					c, _, err = dialWS(*addr, sourceAddr(i), 10*time.Second)
+					var br *bufio.Reader
+					c, br, err = dialWS(*addr, sourceAddr(i), 10*time.Second)
+					if err == nil && *hello {
+						err = exchange(c, br)
+						if err != nil {
+							c.Close()
+						}
+					}
 					if err == nil {
 						conns[i] = c
 						break
@@ -197,6 +205,25 @@ func runClient(args []string) error {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	for _, c := range conns {
 		c.Close()
+	}
+	return nil
+}
+
+// exchange sends one 64-byte text message, as a Hello would be, and reads
+// the echo, as the Welcome.
+func exchange(c net.Conn, br *bufio.Reader) error {
+	msg := strings.Repeat("h", 64)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if err := writeFrame(c, data(opText, true, msg)); err != nil {
+		return err
+	}
+	f, err := readFrame(br)
+	if err != nil {
+		return err
+	}
+	if f.op != opText || string(f.payload) != msg {
+		return fmt.Errorf("echo: op %#x, %d bytes", f.op, len(f.payload))
 	}
 	return nil
 }
@@ -256,6 +283,7 @@ func runIdle(args []string) error {
 	lib := fs.String("lib", "nbio", "library")
 	n := fs.Int("n", 5000, "idle connections")
 	jsonOut := fs.Bool("json", false, "print the raw JSON result too")
+	hello := fs.Bool("hello", false, "exchange one message per connection before going idle")
 	_ = fs.Parse(args)
 	srv, err := spawn("server", "-lib", *lib, "-n", strconv.Itoa(*n))
 	if err != nil {
@@ -266,7 +294,7 @@ func runIdle(args []string) error {
 	if err != nil {
 		return err
 	}
-	cli, err := spawn("client", "-addr", addr, "-n", strconv.Itoa(*n))
+	cli, err := spawn("client", "-addr", addr, "-n", strconv.Itoa(*n), "-hello="+strconv.FormatBool(*hello))
 	if err != nil {
 		return err
 	}
@@ -284,8 +312,12 @@ func runIdle(args []string) error {
 		return err
 	}
 	per := func(a, b int64) float64 { return float64(a-b) / float64(r.N) }
-	fmt.Printf("%-8s n=%d rss/conn=%.0f B (after FreeOSMemory %.0f B) heap_inuse/conn=%.0f B stack/conn=%.0f B goroutines=%d base_rss=%d KiB held_rss=%d KiB client: %s\n",
-		r.Lib, r.N,
+	mode := "idle"
+	if *hello {
+		mode = "hello"
+	}
+	fmt.Printf("%-8s %-5s n=%d rss/conn=%.0f B (after FreeOSMemory %.0f B) heap_inuse/conn=%.0f B stack/conn=%.0f B goroutines=%d base_rss=%d KiB held_rss=%d KiB client: %s\n",
+		r.Lib, mode, r.N,
 		per(r.Held.RSSKiB*1024, r.Base.RSSKiB*1024), per(r.Released.RSSKiB*1024, r.Base.RSSKiB*1024),
 		per(int64(r.Held.HeapInuse), int64(r.Base.HeapInuse)), per(int64(r.Held.StackInuse), int64(r.Base.StackInuse)),
 		r.Held.Goroutines, r.Base.RSSKiB, r.Held.RSSKiB, ready)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	coder "github.com/coder/websocket"
 	"github.com/gorilla/websocket"
@@ -32,7 +33,10 @@ var servers = map[string]func() server{
 	"coder":   func() server { return &coderServer{} },
 	"gws":     func() server { return &gwsServer{} },
 	"nbio":    func() server { return &nbioServer{} },
-	"gobwas":  func() server { return newGobwasServer() },
+	// nbio-app: nbio with its UTF-8 check handed to the application, as
+	// the hub does with wire's codec (invalid text closes with 1007).
+	"nbio-app": func() server { return &nbioServer{appUTF8: true} },
+	"gobwas":   func() server { return newGobwasServer() },
 }
 
 // httpServe runs h on a listener for addr and returns the address.
@@ -158,8 +162,9 @@ func (s *gwsServer) Close() {}
 // nbio: nbhttp's event-driven engine (epoll, non-blocking mode); no
 // goroutine per connection, messages handled by a pool.
 type nbioServer struct {
-	open   atomic.Int64
-	engine *nbhttp.Engine
+	appUTF8 bool
+	open    atomic.Int64
+	engine  *nbhttp.Engine
 }
 
 func (s *nbioServer) Start(addr string) (string, error) {
@@ -171,6 +176,11 @@ func (s *nbioServer) Start(addr string) (string, error) {
 	up.OnOpen(func(*nbws.Conn) { s.open.Add(1) })
 	up.OnClose(func(*nbws.Conn, error) { s.open.Add(-1) })
 	up.OnMessage(func(c *nbws.Conn, mt nbws.MessageType, data []byte) {
+		if s.appUTF8 && mt == nbws.TextMessage && !utf8.Valid(data) {
+			_ = c.WriteClose(1007, "")
+			_ = c.Close()
+			return
+		}
 		_ = c.WriteMessage(mt, data)
 	})
 	mux := http.NewServeMux()
@@ -194,6 +204,9 @@ func (s *nbioServer) Start(addr string) (string, error) {
 			return ln, err
 		},
 	})
+	if s.appUTF8 {
+		s.engine.CheckUtf8 = func([]byte) bool { return true }
+	}
 	if err := s.engine.Start(); err != nil {
 		return "", err
 	}
