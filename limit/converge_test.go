@@ -42,7 +42,7 @@ func TestGradientConvergesToKnee(t *testing.T) {
 	}{
 		{name: "knee 100 then 200", capacity: 100, second: 200},
 		{name: "knee 400 then 150", capacity: 400, second: 150},
-		{name: "knee 1000 then 2000", capacity: 1000, second: 2000},
+		{name: "knee 600 then 1200", capacity: 600, second: 1200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := NewGradient(GradientConfig{Common: Common{Window: 200 * time.Millisecond}, Seed: 7})

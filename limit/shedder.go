@@ -119,6 +119,7 @@ type Shedder struct {
 	tokens       float64
 	tokensAt     time.Time
 	history      []Transition
+	calmSince    time.Time // start of the current calm, zero when not calm
 	lastOpen     Counts
 	openKnown    bool
 	pending      hist
@@ -263,8 +264,14 @@ func (s *Shedder) evaluate(now time.Time) {
 	resHigh := pressure >= s.cfg.Resources.High
 	s.overloaded = latHigh || resHigh || emergency
 	calm := latLow && pressure < s.cfg.Resources.Low && !emergency
+	if !calm {
+		s.calmSince = time.Time{}
+	} else if s.calmSince.IsZero() {
+		s.calmSince = now
+	}
 	st := s.Stage()
 	in := now.Sub(s.changedAt)
+	calmFor := min(in, now.Sub(s.calmSince)) // calm must last FallDwell, in this stage
 	switch {
 	case emergency && st < StageLifeboat:
 		s.move(now, st, StageLifeboat, "emergency")
@@ -279,7 +286,7 @@ func (s *Shedder) evaluate(now time.Time) {
 		}
 		s.lastRise = now
 		s.move(now, st, st+1, reason)
-	case calm && st > StageNormal && in >= s.fallDwell:
+	case calm && st > StageNormal && calmFor >= s.fallDwell:
 		// A long calm since the last rise forgives earlier flaps.
 		if now.Sub(s.lastRise) >= 4*s.fallDwell {
 			s.fallDwell = max(s.cfg.FallDwell, s.fallDwell/2)

@@ -63,3 +63,6 @@ type simClock struct{ t time.Time }
 func (c *simClock) Now() time.Time { return c.t }
 
 var simEpoch = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+
+func nan() float64      { var z float64; return z / z }
+func inf(s int) float64 { var z float64; return float64(s) / z }

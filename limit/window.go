@@ -52,6 +52,9 @@ func (w *window) add(s Sample) (sum summary, closed bool) {
 		return summary{}, false
 	}
 	sum = summary{end: s.Start, rtt: w.h.quantile(w.pct), count: w.h.total, drops: w.drops, peak: w.peak}
+	if sum.count > 0 {
+		sum.rtt = max(sum.rtt, 1) // a zero latency would divide by zero
+	}
 	w.h.reset()
 	w.drops, w.peak, w.start = 0, 0, s.Start
 	return sum, true
@@ -250,6 +253,9 @@ func (k *core) congested() {
 
 // publish clamps the estimate and stores the integer limit.
 func (k *core) publish() int {
+	if math.IsNaN(k.est) || math.IsInf(k.est, 0) {
+		k.est = float64(k.pub.Load()) // never reached, but never published either
+	}
 	k.est = max(float64(k.c.MinLimit), min(k.est, float64(k.c.MaxLimit)))
 	l := int64(k.est)
 	k.pub.Store(l)

@@ -1,0 +1,254 @@
+package limit
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// shedAt builds a Shedder on a manual clock.
+func shedAt(t *testing.T, cfg ShedderConfig) (*Shedder, *simClock) {
+	t.Helper()
+	clock := &simClock{t: simEpoch}
+	cfg.Clock = clock
+	s, err := NewShedder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, clock
+}
+
+// observeFor feeds n latencies of d per evaluation interval for dur.
+func observeFor(s *Shedder, c *simClock, dur, d time.Duration, n int) {
+	end := c.t.Add(dur)
+	for c.t.Before(end) {
+		c.t = c.t.Add(100 * time.Millisecond)
+		for range n {
+			s.Observe(d)
+		}
+		s.EvaluateAt(c.t)
+	}
+}
+
+func TestStageAdmission(t *testing.T) {
+	want := map[Stage][NumPriorities]bool{
+		StageNormal:   {true, true, true},
+		StageRejectP2: {true, true, false},
+		StageSeverP2:  {true, true, false},
+		StageRejectP1: {true, false, false},
+		StageSeverP1:  {true, false, false},
+		StageLifeboat: {false, false, false},
+	}
+	for st, admits := range want {
+		for p := range NumPriorities {
+			if got := !st.rejects(Priority(p)); got != admits[p] {
+				t.Errorf("stage %v admits %v: %v, want %v", st, Priority(p), got, admits[p])
+			}
+		}
+	}
+}
+
+func TestStagesRiseOneAtATimeAndFallWithHysteresis(t *testing.T) {
+	s, c := shedAt(t, ShedderConfig{})
+	// 150 ms against a 100 ms target: one stage per second (RiseDwell).
+	observeFor(s, c, 2500*time.Millisecond, 150*time.Millisecond, 5)
+	if st := s.Stage(); st != StageSeverP2 {
+		t.Fatalf("stage %v after 2.5 s over target, want sever-p2", st)
+	}
+	// 90 ms: below the target, above the step-down threshold (70 ms):
+	// the stage holds however long it lasts.
+	observeFor(s, c, time.Minute, 90*time.Millisecond, 5)
+	if st := s.Stage(); st != StageSeverP2 {
+		t.Fatalf("stage %v after a minute at 90 ms, want it held at sever-p2", st)
+	}
+	// 20 ms: one stage down per FallDwell (10 s).
+	observeFor(s, c, 9*time.Second, 20*time.Millisecond, 5)
+	if st := s.Stage(); st != StageSeverP2 {
+		t.Fatalf("stage %v 9 s into the calm, want sever-p2 (fall dwell 10 s)", st)
+	}
+	observeFor(s, c, 2*time.Second, 20*time.Millisecond, 5)
+	if st := s.Stage(); st != StageRejectP2 {
+		t.Fatalf("stage %v 11 s into the calm, want reject-p2", st)
+	}
+	observeFor(s, c, 10*time.Second, 20*time.Millisecond, 5)
+	if st := s.Stage(); st != StageNormal {
+		t.Fatalf("stage %v 21 s into the calm, want normal", st)
+	}
+	var path []Stage
+	for _, x := range s.Transitions() {
+		path = append(path, x.To)
+	}
+	if want := []Stage{1, 2, 1, 0}; !equalStages(path, want) {
+		t.Errorf("path %v, want %v", path, want)
+	}
+}
+
+func equalStages(a, b []Stage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestFlapsDoubleTheFallDwell(t *testing.T) {
+	s, c := shedAt(t, ShedderConfig{})
+	for range 4 {
+		observeFor(s, c, 1100*time.Millisecond, 150*time.Millisecond, 5) // rise one stage
+		for s.Stage() != StageNormal {
+			observeFor(s, c, time.Second, 20*time.Millisecond, 5)
+		}
+	}
+	if d := s.Snapshot().FallDwell; d < 40*time.Second {
+		t.Errorf("fall dwell %v after four quick flaps, want it doubled to >= 40 s", d)
+	}
+}
+
+func TestResourceEmergencySeversP0Last(t *testing.T) {
+	s, c := shedAt(t, ShedderConfig{Resources: ResourceConfig{MaxFDs: 1000}, SeverRate: 10})
+	s.ObserveResources(0, 500)
+	c.t = c.t.Add(time.Second)
+	if st := s.EvaluateAt(c.t); st != StageNormal {
+		t.Fatalf("stage %v at half the fd ceiling", st)
+	}
+	open := Counts{P0: 100, P1: 3, P2: 2}
+	if q := s.SeverQuotaAt(open, c.t); q != (Counts{}) {
+		t.Fatalf("sever quota %v without overload", q)
+	}
+	s.ObserveResources(0, 1000)
+	c.t = c.t.Add(time.Second)
+	if st := s.EvaluateAt(c.t); st != StageLifeboat {
+		t.Fatalf("stage %v at the fd ceiling, want lifeboat at once", st)
+	}
+	if d := s.AdmitAt(P0, c.t); d.Admit || d.RetryAfter <= 0 {
+		t.Errorf("lifeboat decision for P0 %+v, want a rejection with a hint", d)
+	}
+	// Emergency pacing: 5 x 10/s = 50/s, burst 5. P2 first, then P1, then P0.
+	var total Counts
+	for range 10 {
+		c.t = c.t.Add(100 * time.Millisecond)
+		q := s.SeverQuotaAt(open, c.t)
+		for p := range q {
+			open[p] -= q[p]
+			total[p] += q[p]
+		}
+	}
+	if total[P2] != 2 || total[P1] != 3 {
+		t.Errorf("severed %v: want every P2 and P1 session first", total)
+	}
+	if got := total.Total(); got < 45 || got > 55 {
+		t.Errorf("severed %d in one second at 50/s, want about 50", got)
+	}
+	if total[P0] == 0 {
+		t.Error("no P0 severed in a hard emergency")
+	}
+	if sn := s.Snapshot(); sn.Severed != total || !sn.Emergency {
+		t.Errorf("snapshot severed %v emergency %v, want %v true", sn.Severed, sn.Emergency, total)
+	}
+}
+
+func TestNoP0SeveranceWithoutEmergency(t *testing.T) {
+	s, c := shedAt(t, ShedderConfig{})
+	open := Counts{P0: 1000, P1: 50, P2: 50}
+	var total Counts
+	var atSeverP1 Counts
+	for range 200 { // 20 s far over target
+		c.t = c.t.Add(100 * time.Millisecond)
+		for range 5 {
+			s.Observe(time.Second)
+		}
+		q := s.SeverQuotaAt(open, c.t)
+		for p := range q {
+			open[p] -= q[p]
+			total[p] += q[p]
+		}
+		if s.Stage() == StageSeverP1 {
+			atSeverP1 = open
+		}
+	}
+	if total[P0] != 0 {
+		t.Errorf("severed %d P0 sessions without a resource emergency", total[P0])
+	}
+	if total[P1] != 50 || total[P2] != 50 {
+		t.Errorf("severed %v, want all 50 P1 and 50 P2", total)
+	}
+	if atSeverP1[P1]+atSeverP1[P2] != 0 {
+		t.Errorf("left sever-p1 with %v still open: lifeboat must wait for P1 and P2 to go", atSeverP1)
+	}
+	if st := s.Stage(); st != StageLifeboat {
+		t.Errorf("stage %v once nothing below P0 is left and latency stays high, want lifeboat", st)
+	}
+}
+
+func TestRetryHintsAreSpread(t *testing.T) {
+	s, c := shedAt(t, ShedderConfig{Seed: 1})
+	observeFor(s, c, 3500*time.Millisecond, 150*time.Millisecond, 5)
+	if st := s.Stage(); st != StageRejectP1 {
+		t.Fatalf("stage %v, want reject-p1", st)
+	}
+	var lo, hi time.Duration = time.Hour, 0
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		d := s.AdmitAt(P2, c.t)
+		if d.Admit {
+			t.Fatal("P2 admitted at reject-p1")
+		}
+		lo, hi = min(lo, d.RetryAfter), max(hi, d.RetryAfter)
+		seen[d.RetryAfter/time.Second] = true
+	}
+	// Three stages to fall (reject-p1 -> normal), still overloaded:
+	// estimate 10 s left of the dwell + 2 x 10 s + 10 s; spread to 2x.
+	if lo < 30*time.Second || hi > 80*time.Second || hi-lo < 20*time.Second {
+		t.Errorf("P2 hints in [%v, %v], want spread across [~40 s, ~80 s)", lo, hi)
+	}
+	if len(seen) < 20 {
+		t.Errorf("hints fall in only %d distinct seconds: a herd would come back in one wave", len(seen))
+	}
+	// A P0 at a stage that admits it got its rejection elsewhere: Min.
+	if h := s.RetryAfterAt(P0, c.t); h < time.Second || h >= 2*time.Second {
+		t.Errorf("P0 hint %v, want [1 s, 2 s)", h)
+	}
+}
+
+func TestRetryHintsUseInjectedRand(t *testing.T) {
+	hints := func() []time.Duration {
+		s, c := shedAt(t, ShedderConfig{Rand: rand.NewPCG(9, 9)})
+		var out []time.Duration
+		for range 5 {
+			out = append(out, s.RetryAfterAt(P1, c.t))
+		}
+		return out
+	}
+	a, b := hints(), hints()
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("hints %v and %v differ with the same seeded source", a, b)
+		}
+	}
+	if a[0] == a[1] && a[1] == a[2] {
+		t.Errorf("hints %v are not jittered", a)
+	}
+}
+
+func TestInvalidPriorityIsBackground(t *testing.T) {
+	s, c := shedAt(t, ShedderConfig{})
+	observeFor(s, c, 1100*time.Millisecond, 150*time.Millisecond, 5)
+	if d := s.AdmitAt(Priority(9), c.t); d.Admit {
+		t.Error("an invalid priority was admitted at reject-p2")
+	}
+	if n := s.Snapshot().Rejected[P2]; n != 1 {
+		t.Errorf("rejected P2 count %d, want the invalid priority counted as P2", n)
+	}
+	if _, err := ParsePriority("urgent"); err == nil {
+		t.Error("ParsePriority accepted \"urgent\"")
+	}
+	for _, p := range []Priority{P0, P1, P2} {
+		if q, err := ParsePriority(p.String()); err != nil || q != p {
+			t.Errorf("ParsePriority(%q) = %v, %v", p.String(), q, err)
+		}
+	}
+}
