@@ -1,0 +1,543 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+var timeNow = time.Now
+
+// ErrClosed is returned by calls on a closed Client.
+var ErrClosed = errors.New("client: closed")
+
+// EventKind says what an Event carries.
+type EventKind uint8
+
+// The kinds of Event.
+const (
+	// EventConnected: a session is up (Welcome received); Addr and
+	// SessionID are set.
+	EventConnected EventKind = iota + 1
+	// EventDisconnected: the session ended; Close says why. The client
+	// reconnects unless the close is final (Close.Code not retryable) or
+	// Close was called.
+	EventDisconnected
+	// EventMessage: a channel message (never a duplicate of an offset
+	// already delivered, unless it is an unacknowledged P0 sent again).
+	EventMessage
+	// EventGap: messages of a channel that will not come on this session
+	// (dropped for a slow consumer).
+	EventGap
+	// EventResubscribed: after a reconnect, a channel's resume result.
+	// Subscribed.Recovered false means messages were lost: resync the
+	// channel from its source of truth.
+	EventResubscribed
+)
+
+// Event is what Events delivers.
+type Event struct {
+	Kind       EventKind
+	Addr       string
+	SessionID  string
+	Close      wire.Close
+	Message    *corralv1.Message
+	Gap        *corralv1.Gap
+	Subscribed *corralv1.Subscribed
+}
+
+// chanState is the client's view of one subscribed channel.
+type chanState struct {
+	epoch    string
+	received uint64   // highest offset delivered to the application
+	unacked  []uint64 // P0 offsets delivered and not acknowledged, ascending
+}
+
+// resumeFrom is where a resume starts: before the oldest unacknowledged P0
+// message, else after the newest message received.
+func (s *chanState) resumeFrom() *corralv1.Position {
+	if s.epoch == "" {
+		return nil
+	}
+	off := s.received
+	if len(s.unacked) > 0 {
+		off = s.unacked[0] - 1
+	}
+	return &corralv1.Position{Epoch: s.epoch, Offset: off}
+}
+
+// Client is a connection to a corral hub that survives disconnects. Create
+// it with Dial; it is safe for concurrent use. Events must be drained.
+type Client struct {
+	cfg    Config
+	events chan Event
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	cond      *sync.Cond // signalled when cur changes
+	cur       conn
+	addr      string
+	sessionID string
+	next      int // index into cfg.Addrs of the next attempt
+	nextID    uint64
+	pending   map[uint64]chan *corralv1.ServerFrame
+	subs      map[string]*chanState
+	final     error
+}
+
+// Dial connects to one of cfg.Addrs (the first that answers, starting from
+// a random one) and returns once a session is up. The client then keeps the
+// session alive until Close or ctx ends.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	cctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg: cfg, events: make(chan Event, cfg.EventBuffer), ctx: cctx, cancel: cancel, done: make(chan struct{}),
+		next: rand.IntN(len(cfg.Addrs)), pending: make(map[uint64]chan *corralv1.ServerFrame), subs: make(map[string]*chanState),
+	}
+	c.cond = sync.NewCond(&c.mu)
+	var lastErr error
+	for range cfg.Addrs {
+		cn, err := c.connect(ctx)
+		if err == nil {
+			go c.run(cn)
+			return c, nil
+		}
+		lastErr = err
+		var cl wire.Close
+		if errors.As(err, &cl) && !cl.Code.Retryable() {
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	cancel()
+	return nil, lastErr
+}
+
+// Events returns the channel of events. It is closed after Close.
+func (c *Client) Events() <-chan Event { return c.events }
+
+// Addr returns the address of the current session ("" while disconnected).
+func (c *Client) Addr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addr
+}
+
+// SessionID returns the id of the current session.
+func (c *Client) SessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionID
+}
+
+// connect dials the next address and runs the Hello/Welcome exchange,
+// resubscribing every channel from its resume position.
+func (c *Client) connect(ctx context.Context) (conn, error) {
+	c.mu.Lock()
+	a := c.cfg.Addrs[c.next%len(c.cfg.Addrs)]
+	c.next++
+	hello := &corralv1.Hello{Token: c.cfg.Token, Priority: priorityEnum(c.cfg.Priority.Rank()), Client: c.cfg.Name, PreviousSessionId: c.sessionID}
+	names := make([]string, 0, len(c.subs))
+	for name := range c.subs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		hello.Subscribe = append(hello.Subscribe, &corralv1.Subscribe{Channel: name, From: c.subs[name].resumeFrom()})
+	}
+	c.mu.Unlock()
+
+	transport, target, err := parseAddr(a, c.cfg.Transport)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+	defer cancel()
+	cn, err := dial(dctx, transport, target, c.cfg.JSON)
+	if err != nil {
+		return nil, err
+	}
+	if err := cn.send(&corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: hello}}); err != nil {
+		cn.close()
+		return nil, fmt.Errorf("client: hello to %s: %w", a, err)
+	}
+	type result struct {
+		f   *corralv1.ServerFrame
+		err error
+	}
+	rc := make(chan result, 1)
+	go func() {
+		f, err := cn.recv()
+		rc <- result{f, err}
+	}()
+	var r result
+	select {
+	case r = <-rc:
+	case <-dctx.Done():
+		cn.close()
+		return nil, fmt.Errorf("client: no welcome from %s: %w", a, dctx.Err())
+	}
+	if r.err != nil {
+		cn.close()
+		return nil, r.err
+	}
+	w := r.f.GetWelcome()
+	if w == nil {
+		cn.close()
+		if e := r.f.GetError(); e != nil {
+			return nil, wire.Close{Code: wire.CloseCode(e.GetCode()), Text: e.GetText(), RetryAfter: time.Duration(e.GetRetryAfterMs()) * time.Millisecond}
+		}
+		if g := r.f.GetGoAway(); g != nil {
+			return nil, wire.Close{Code: wire.CloseCode(g.GetCode()), Text: g.GetReason(), RetryAfter: time.Duration(g.GetRetryAfterMs()) * time.Millisecond}
+		}
+		return nil, fmt.Errorf("client: %s answered hello with %T", a, r.f.GetFrame())
+	}
+	c.mu.Lock()
+	c.cur, c.addr, c.sessionID = cn, a, w.GetSessionId()
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.emit(Event{Kind: EventConnected, Addr: a, SessionID: w.GetSessionId()})
+	return cn, nil
+}
+
+// run reads the session's frames, and reconnects when it ends.
+func (c *Client) run(cn conn) {
+	defer close(c.done)
+	defer close(c.events)
+	delay := c.cfg.ReconnectMin
+	for {
+		cl := c.read(cn)
+		cn.close()
+		c.mu.Lock()
+		c.cur, c.addr = nil, ""
+		for id, ch := range c.pending {
+			close(ch)
+			delete(c.pending, id)
+		}
+		c.mu.Unlock()
+		c.emit(Event{Kind: EventDisconnected, Close: cl})
+		if c.ctx.Err() != nil || !cl.Code.Retryable() {
+			c.stop(cl)
+			return
+		}
+		wait := cl.RetryAfter
+		for {
+			d := max(wait, time.Duration(rand.Int64N(int64(delay)+1)))
+			select {
+			case <-c.ctx.Done():
+				c.stop(ErrClosed)
+				return
+			case <-time.After(d):
+			}
+			var err error
+			cn, err = c.connect(c.ctx)
+			if err == nil {
+				delay = c.cfg.ReconnectMin
+				break
+			}
+			var cerr wire.Close
+			if errors.As(err, &cerr) {
+				if !cerr.Code.Retryable() {
+					c.emit(Event{Kind: EventDisconnected, Close: cerr})
+					c.stop(cerr)
+					return
+				}
+				wait = cerr.RetryAfter
+			} else {
+				wait = 0
+			}
+			delay = min(2*delay, c.cfg.ReconnectMax)
+		}
+	}
+}
+
+func (c *Client) stop(err error) {
+	c.mu.Lock()
+	if c.final == nil {
+		c.final = err
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.cancel()
+}
+
+// read handles frames until the connection ends, and returns why it ended.
+func (c *Client) read(cn conn) wire.Close {
+	var goAway *corralv1.GoAway
+	for {
+		f, err := cn.recv()
+		if err != nil {
+			cl := wire.CloseOf(err)
+			if goAway != nil && cl.RetryAfter == 0 {
+				cl.RetryAfter = time.Duration(goAway.GetRetryAfterMs()) * time.Millisecond
+			}
+			return cl
+		}
+		if id := f.GetId(); id != 0 {
+			c.mu.Lock()
+			ch := c.pending[id]
+			delete(c.pending, id)
+			c.mu.Unlock()
+			if ch != nil {
+				if s := f.GetSubscribed(); s != nil {
+					c.noteSubscribed(s)
+				}
+				ch <- f
+				continue
+			}
+		}
+		switch fr := f.GetFrame().(type) {
+		case *corralv1.ServerFrame_Message:
+			c.onMessage(cn, fr.Message)
+		case *corralv1.ServerFrame_Gap:
+			c.emit(Event{Kind: EventGap, Gap: fr.Gap})
+		case *corralv1.ServerFrame_Subscribed:
+			c.noteSubscribed(fr.Subscribed)
+			c.emit(Event{Kind: EventResubscribed, Subscribed: fr.Subscribed})
+		case *corralv1.ServerFrame_GoAway:
+			goAway = fr.GoAway
+		case *corralv1.ServerFrame_Ping:
+			_ = cn.send(&corralv1.ClientFrame{Id: f.GetId(), Frame: &corralv1.ClientFrame_Pong{Pong: &corralv1.Pong{Payload: fr.Ping.GetPayload()}}})
+		case *corralv1.ServerFrame_Error:
+			if f.GetId() == 0 {
+				e := fr.Error
+				// The close that follows carries the same code; remember
+				// the hint in case the transport drops the reason.
+				goAway = &corralv1.GoAway{Code: e.GetCode(), Reason: e.GetText(), RetryAfterMs: e.GetRetryAfterMs()}
+			}
+		}
+	}
+}
+
+// noteSubscribed moves a channel to the position a (re)subscription
+// reported when the resume could not recover, or when it started live.
+func (c *Client) noteSubscribed(s *corralv1.Subscribed) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.subs[s.GetChannel()]
+	if st == nil {
+		return
+	}
+	if !s.GetRecovered() {
+		st.epoch, st.received, st.unacked = s.GetPosition().GetEpoch(), s.GetPosition().GetOffset(), nil
+	}
+}
+
+func (c *Client) onMessage(cn conn, m *corralv1.Message) {
+	c.mu.Lock()
+	st := c.subs[m.GetChannel()]
+	if st == nil {
+		c.mu.Unlock()
+		return
+	}
+	p0 := m.GetPriority() == corralv1.Priority_PRIORITY_P0
+	if m.GetEpoch() == st.epoch && m.GetOffset() <= st.received {
+		if _, resend := slices.BinarySearch(st.unacked, m.GetOffset()); !resend {
+			c.mu.Unlock()
+			return // duplicate
+		}
+	} else {
+		if m.GetEpoch() != st.epoch {
+			st.epoch, st.unacked = m.GetEpoch(), nil
+		}
+		st.received = m.GetOffset()
+		if p0 && c.cfg.ManualAck {
+			st.unacked = append(st.unacked, m.GetOffset())
+		}
+	}
+	c.mu.Unlock()
+	if p0 && !c.cfg.ManualAck {
+		_ = cn.send(&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Channel: m.GetChannel(), Epoch: m.GetEpoch(), Offset: m.GetOffset()}}})
+	}
+	c.emit(Event{Kind: EventMessage, Message: m})
+}
+
+func (c *Client) emit(e Event) {
+	select {
+	case c.events <- e:
+	case <-c.ctx.Done():
+	}
+}
+
+// request sends f with a fresh id and waits for the reply, waiting for a
+// session first if there is none.
+func (c *Client) request(ctx context.Context, f *corralv1.ClientFrame) (*corralv1.ServerFrame, error) {
+	for {
+		c.mu.Lock()
+		for c.cur == nil && c.final == nil && ctx.Err() == nil {
+			stop := context.AfterFunc(ctx, func() {
+				c.mu.Lock()
+				c.cond.Broadcast()
+				c.mu.Unlock()
+			})
+			c.cond.Wait()
+			stop()
+		}
+		if c.final != nil {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		cn := c.cur
+		c.nextID++
+		id := c.nextID + 1 // 1 is the Hello
+		ch := make(chan *corralv1.ServerFrame, 1)
+		c.pending[id] = ch
+		c.mu.Unlock()
+		f.Id = id
+		if err := cn.send(f); err != nil {
+			c.mu.Lock()
+			delete(c.pending, id)
+			c.mu.Unlock()
+			continue // the reader notices the broken connection
+		}
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				continue // disconnected before the reply: retry on the next session
+			}
+			if e := r.GetError(); e != nil {
+				return nil, wire.Close{Code: wire.CloseCode(e.GetCode()), Text: e.GetText(), RetryAfter: time.Duration(e.GetRetryAfterMs()) * time.Millisecond}
+			}
+			return r, nil
+		case <-ctx.Done():
+			c.mu.Lock()
+			delete(c.pending, id)
+			c.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Subscribe subscribes to channel, live (from the next message), and
+// returns the server's answer. After a reconnect the client resubscribes by
+// itself, resuming from the last message received.
+func (c *Client) Subscribe(ctx context.Context, channel string) (*corralv1.Subscribed, error) {
+	c.mu.Lock()
+	if c.subs[channel] == nil {
+		c.subs[channel] = &chanState{}
+	}
+	from := c.subs[channel].resumeFrom()
+	c.mu.Unlock()
+	r, err := c.request(ctx, &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: channel, From: from}}})
+	if err != nil {
+		c.mu.Lock()
+		if st := c.subs[channel]; st != nil && st.epoch == "" {
+			delete(c.subs, channel)
+		}
+		c.mu.Unlock()
+		return nil, err
+	}
+	return r.GetSubscribed(), nil
+}
+
+// SubscribeFrom subscribes to channel resuming after (epoch, offset), a
+// position the application kept (from Position, or from a Message). The
+// answer's Recovered says whether every message after it follows.
+func (c *Client) SubscribeFrom(ctx context.Context, channel, epoch string, offset uint64) (*corralv1.Subscribed, error) {
+	c.mu.Lock()
+	c.subs[channel] = &chanState{epoch: epoch, received: offset}
+	c.mu.Unlock()
+	r, err := c.request(ctx, &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{
+		Channel: channel, From: &corralv1.Position{Epoch: epoch, Offset: offset},
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetSubscribed(), nil
+}
+
+// Position returns the epoch and the highest offset of channel delivered
+// to the application.
+func (c *Client) Position(channel string) (string, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.subs[channel]; st != nil {
+		return st.epoch, st.received
+	}
+	return "", 0
+}
+
+// Unsubscribe stops the channel.
+func (c *Client) Unsubscribe(ctx context.Context, channel string) error {
+	c.mu.Lock()
+	delete(c.subs, channel)
+	c.mu.Unlock()
+	_, err := c.request(ctx, &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Unsubscribe{Unsubscribe: &corralv1.Unsubscribe{Channel: channel}}})
+	return err
+}
+
+// Publish sends data on channel with priority p and waits for the server's
+// answer. id, when not empty, lets the server recognise a retry of the same
+// publish (Published.Duplicate).
+func (c *Client) Publish(ctx context.Context, channel string, p Priority, data []byte, id string) (*corralv1.Published, error) {
+	r, err := c.request(ctx, &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
+		Channel: channel, Priority: priorityEnum(p.Rank()), Data: data, ClientMessageId: id,
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetPublished(), nil
+}
+
+// Ack acknowledges every P0 message of channel up to offset (with
+// ManualAck; otherwise the client acknowledges by itself).
+func (c *Client) Ack(channel, epoch string, offset uint64) error {
+	c.mu.Lock()
+	cn := c.cur
+	if st := c.subs[channel]; st != nil && st.epoch == epoch {
+		i, _ := slices.BinarySearch(st.unacked, offset+1)
+		st.unacked = st.unacked[i:]
+	}
+	c.mu.Unlock()
+	if cn == nil {
+		return nil // the resume will start after the acknowledged offsets
+	}
+	return cn.send(&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Channel: channel, Epoch: epoch, Offset: offset}}})
+}
+
+// Close ends the session and stops reconnecting. Events is closed once the
+// client has stopped.
+func (c *Client) Close() error {
+	c.stop(ErrClosed)
+	c.mu.Lock()
+	cn := c.cur
+	c.mu.Unlock()
+	if cn != nil {
+		cn.close()
+	}
+	go func() {
+		for range c.events { // drain so that run can finish
+		}
+	}()
+	<-c.done
+	return nil
+}
+
+func priorityEnum(rank int) corralv1.Priority {
+	switch rank {
+	case 0:
+		return corralv1.Priority_PRIORITY_P0
+	case 1:
+		return corralv1.Priority_PRIORITY_P1
+	}
+	return corralv1.Priority_PRIORITY_P2
+}

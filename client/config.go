@@ -1,0 +1,130 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config says where and how a Client connects. Addrs and Token are
+// required; the other zero fields take defaults.
+type Config struct {
+	// Addrs are the servers, tried in order from a random start and then in
+	// turn after each disconnect. A WebSocket address is a ws:// URL (for
+	// example "ws://127.0.0.1:8080/v1/ws"); a gRPC address is
+	// "grpc://host:port" or a bare "host:port" with Transport "grpc".
+	Addrs []string
+	// Transport is "ws" (default) or "grpc"; a URL scheme overrides it.
+	Transport string
+	// JSON selects the corral.v1.json WebSocket subprotocol instead of
+	// corral.v1.proto.
+	JSON bool
+	// Token is the session JWT.
+	Token string
+	// Priority is the session priority rank: 0 (P0), 1 or 2 (default 2;
+	// set PriorityP0 for P0, since the zero value means P2).
+	Priority Priority
+	// ManualAck leaves the acknowledgement of P0 messages to the caller
+	// (Ack); by default they are acknowledged as soon as they are received.
+	// Unacknowledged P0 messages are delivered again after a resume.
+	ManualAck bool
+	// ReconnectMin and ReconnectMax bound the jittered reconnect delay.
+	// Defaults 50ms and 5s. A server's retry hint raises the delay.
+	ReconnectMin, ReconnectMax time.Duration
+	// DialTimeout bounds one connection attempt, Hello to Welcome included.
+	// Default 5s.
+	DialTimeout time.Duration
+	// EventBuffer is the capacity of the Events channel. Default 1024. When
+	// it is full the client stops reading from the server (back-pressure).
+	EventBuffer int
+	// Name is sent in Hello.client. Default "corral-go-client".
+	Name string
+}
+
+// Priority is a session or message priority rank for the client; the zero
+// value is P2.
+type Priority uint8
+
+// The priorities. PriorityDefault (the zero value) means P2.
+const (
+	PriorityDefault Priority = iota
+	PriorityP0
+	PriorityP1
+	PriorityP2
+)
+
+// Rank returns 0, 1 or 2.
+func (p Priority) Rank() int {
+	switch p {
+	case PriorityP0:
+		return 0
+	case PriorityP1:
+		return 1
+	}
+	return 2
+}
+
+func (c Config) withDefaults() Config {
+	if c.ReconnectMin == 0 {
+		c.ReconnectMin = 50 * time.Millisecond
+	}
+	if c.ReconnectMax == 0 {
+		c.ReconnectMax = 5 * time.Second
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.EventBuffer == 0 {
+		c.EventBuffer = 1024
+	}
+	if c.Name == "" {
+		c.Name = "corral-go-client"
+	}
+	if c.Transport == "" {
+		c.Transport = "ws"
+	}
+	return c
+}
+
+// Validate checks the addresses and values.
+func (c Config) Validate() error {
+	if len(c.Addrs) == 0 {
+		return errors.New("client: no address")
+	}
+	for _, a := range c.Addrs {
+		if _, _, err := parseAddr(a, c.Transport); err != nil {
+			return err
+		}
+	}
+	if c.Transport != "" && c.Transport != "ws" && c.Transport != "grpc" {
+		return fmt.Errorf("client: transport %q: want ws or grpc", c.Transport)
+	}
+	if c.Priority > PriorityP2 {
+		return fmt.Errorf("client: priority %d", c.Priority)
+	}
+	if c.ReconnectMin < 0 || c.ReconnectMax < c.ReconnectMin && c.ReconnectMax != 0 || c.DialTimeout < 0 || c.EventBuffer < 0 {
+		return errors.New("client: negative or inverted durations or sizes")
+	}
+	return nil
+}
+
+// parseAddr returns the transport and the dial target of an address.
+func parseAddr(a, transport string) (string, string, error) {
+	switch {
+	case strings.HasPrefix(a, "ws://"), strings.HasPrefix(a, "wss://"):
+		if _, err := url.Parse(a); err != nil {
+			return "", "", fmt.Errorf("client: address %q: %w", a, err)
+		}
+		return "ws", a, nil
+	case strings.HasPrefix(a, "grpc://"):
+		return "grpc", strings.TrimPrefix(a, "grpc://"), nil
+	case strings.Contains(a, "://"):
+		return "", "", fmt.Errorf("client: address %q: scheme must be ws, wss or grpc", a)
+	}
+	if transport == "grpc" {
+		return "grpc", a, nil
+	}
+	return "ws", "ws://" + a + "/v1/ws", nil
+}

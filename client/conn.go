@@ -1,0 +1,182 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/lxzan/gws"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// conn is one connection to a server, over either transport.
+type conn interface {
+	send(f *corralv1.ClientFrame) error
+	// recv returns the next frame, or the Close that ended the connection.
+	recv() (*corralv1.ServerFrame, error)
+	close()
+}
+
+func dial(ctx context.Context, transport, target string, json bool) (conn, error) {
+	if transport == "grpc" {
+		return dialGRPC(ctx, target)
+	}
+	return dialWS(ctx, target, json)
+}
+
+// gRPC.
+
+type grpcConn struct {
+	cc     *grpc.ClientConn
+	stream corralv1.Corral_ConnectClient
+	cancel context.CancelFunc
+}
+
+func dialGRPC(ctx context.Context, target string) (*grpcConn, error) {
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel) // the dial deadline applies to the stream start only
+	stream, err := corralv1.NewCorralClient(cc).Connect(sctx, grpc.WaitForReady(false))
+	stop()
+	if err != nil {
+		cancel()
+		_ = cc.Close()
+		return nil, fmt.Errorf("client: connect %s: %w", target, err)
+	}
+	return &grpcConn{cc: cc, stream: stream, cancel: cancel}, nil
+}
+
+func (g *grpcConn) send(f *corralv1.ClientFrame) error { return g.stream.Send(f) }
+
+func (g *grpcConn) recv() (*corralv1.ServerFrame, error) {
+	f, err := g.stream.Recv()
+	if err != nil {
+		return nil, wire.CloseFromStatus(err)
+	}
+	return f, nil
+}
+
+func (g *grpcConn) close() {
+	g.cancel()
+	_ = g.cc.Close()
+}
+
+// WebSocket.
+
+type wsConn struct {
+	c     *gws.Conn
+	codec *wire.Codec
+	op    gws.Opcode
+	in    chan *corralv1.ServerFrame
+	once  sync.Once
+	done  chan struct{}
+	mu    sync.Mutex
+	final error
+}
+
+type wsEvents struct{ w *wsConn }
+
+func (e wsEvents) OnOpen(*gws.Conn)                {}
+func (e wsEvents) OnPing(c *gws.Conn, p []byte)    { _ = c.WritePong(p) }
+func (e wsEvents) OnPong(*gws.Conn, []byte)        {}
+func (e wsEvents) OnClose(_ *gws.Conn, err error) { e.w.finish(closeOfWS(err)) }
+func (e wsEvents) OnMessage(_ *gws.Conn, m *gws.Message) {
+	defer m.Close()
+	w := e.w
+	var f corralv1.ServerFrame
+	if err := w.codec.DecodeServerFrame(m.Bytes(), &f); err != nil {
+		w.finish(wire.CloseOf(err))
+		w.c.WriteClose(uint16(wire.CloseOf(err).Code), nil)
+		return
+	}
+	select {
+	case w.in <- &f:
+	case <-w.done:
+	}
+}
+
+func closeOfWS(err error) error {
+	var ce *gws.CloseError
+	if errors.As(err, &ce) {
+		_, text := wire.ParseReason(string(ce.Reason))
+		retry, _ := wire.ParseReason(string(ce.Reason))
+		return wire.Close{Code: wire.CloseCode(ce.Code), RetryAfter: retry, Text: text}
+	}
+	return wire.Close{Code: wire.CloseGoingAway, Text: fmt.Sprint(err)}
+}
+
+func dialWS(ctx context.Context, url string, json bool) (*wsConn, error) {
+	format := wire.FormatProto
+	op := gws.OpcodeBinary
+	if json {
+		format, op = wire.FormatJSON, gws.OpcodeText
+	}
+	codec, err := wire.NewCodec(format, wire.Config{MaxFrameBytes: 16 << 20})
+	if err != nil {
+		return nil, err
+	}
+	w := &wsConn{codec: codec, op: op, in: make(chan *corralv1.ServerFrame, 64), done: make(chan struct{})}
+	dl, _ := ctx.Deadline()
+	opt := &gws.ClientOption{
+		Addr:               url,
+		RequestHeader:      http.Header{"Sec-WebSocket-Protocol": []string{format.Subprotocol()}},
+		ReadMaxPayloadSize: 16 << 20,
+	}
+	if !dl.IsZero() {
+		opt.HandshakeTimeout = max(1, dl.Sub(timeNow()))
+	}
+	c, _, err := gws.NewClient(wsEvents{w: w}, opt)
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", url, err)
+	}
+	w.c = c
+	go c.ReadLoop()
+	return w, nil
+}
+
+func (w *wsConn) finish(err error) {
+	w.once.Do(func() {
+		w.mu.Lock()
+		w.final = err
+		w.mu.Unlock()
+		close(w.done)
+	})
+}
+
+func (w *wsConn) send(f *corralv1.ClientFrame) error {
+	b, err := w.codec.AppendClientFrame(nil, f)
+	if err != nil {
+		return err
+	}
+	return w.c.WriteMessage(w.op, b)
+}
+
+func (w *wsConn) recv() (*corralv1.ServerFrame, error) {
+	select {
+	case f := <-w.in:
+		return f, nil
+	case <-w.done:
+		select {
+		case f := <-w.in:
+			return f, nil
+		default:
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return nil, w.final
+	}
+}
+
+func (w *wsConn) close() {
+	_ = w.c.WriteClose(uint16(wire.CloseNormal), nil)
+	w.finish(wire.Close{Code: wire.CloseNormal, Text: "client closed"})
+}

@@ -1,0 +1,223 @@
+package hub
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/hub/auth"
+	"github.com/corralhq/corral/hub/history"
+	"github.com/corralhq/corral/internal/admin"
+	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/natsutil"
+	"github.com/corralhq/corral/wire"
+)
+
+// Config is the whole configuration of a hub (the YAML file of
+// `corral hub`). Start from Defaults; the zero value of a field means its
+// default.
+type Config struct {
+	// Listen is the HTTP address: WebSocket sessions on /v1/ws and the
+	// publish API on POST /v1/publish. Port 0 picks a free port.
+	Listen string `yaml:"listen"`
+	// GRPCListen is the gRPC address (sessions through Corral.Connect,
+	// backends through Corral.Publish). Empty serves no gRPC.
+	GRPCListen string `yaml:"grpc_listen"`
+	// NodeID names this hub in Welcome frames, logs and NATS connection
+	// names. Default: host name and process id.
+	NodeID string `yaml:"node_id"`
+	// Admin is the admin listener (metrics, healthz, readyz, pprof).
+	Admin admin.Config `yaml:"admin"`
+	// NATS is how the hub reaches NATS: embedded by default.
+	NATS natsutil.Config `yaml:"nats"`
+	// History bounds the replay window.
+	History history.Config `yaml:"history"`
+	// Auth lists the token keys and API keys.
+	Auth auth.Config `yaml:"auth"`
+	// Wire bounds frames (size, channel length, token length).
+	Wire wire.Config `yaml:"wire"`
+	// Session bounds what one session may do.
+	Session SessionConfig `yaml:"session"`
+	// Ingest routes client publishes on some channels to a JetStream
+	// stream for backends instead of to subscribers.
+	Ingest IngestConfig `yaml:"ingest"`
+	// Drain paces the GoAway frames of a graceful shutdown.
+	Drain DrainConfig `yaml:"drain"`
+}
+
+// SessionConfig bounds one session. Zero fields take the defaults.
+type SessionConfig struct {
+	// HandshakeTimeout is how long a new connection may take to send Hello.
+	// Default 10s.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// PingInterval is how often the hub pings; a session silent for two
+	// intervals is closed. Default 25s.
+	PingInterval time.Duration `yaml:"ping_interval"`
+	// MaxSubscriptions is the most channels per session. Default 128.
+	MaxSubscriptions int `yaml:"max_subscriptions"`
+	// OutboundBytes bounds the queue of frames waiting to be written to a
+	// session. When full, queued P2 then P1 messages are dropped (the client
+	// gets a Gap); a P0 message that cannot be queued closes the session
+	// with 4000. Default 256 KiB.
+	OutboundBytes int `yaml:"outbound_bytes"`
+	// PublishRate is the most Publish frames per second per session, with
+	// PublishBurst. Default 50 and 100.
+	PublishRate  float64 `yaml:"publish_rate"`
+	PublishBurst int     `yaml:"publish_burst"`
+	// FrameRate is the most frames of any kind per second per session, with
+	// FrameBurst; beyond it the session is closed with 4002. Default 200
+	// and 400.
+	FrameRate  float64 `yaml:"frame_rate"`
+	FrameBurst int     `yaml:"frame_burst"`
+	// WriteTimeout bounds one write to a session. Default 10s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+}
+
+// IngestConfig routes client publishes on ingest channels into a JetStream
+// stream that backends consume.
+type IngestConfig struct {
+	// Prefixes are channel prefixes (for example "telemetry.") whose
+	// publishes are ingest, not fan-out. Empty: no ingest channels.
+	Prefixes []string `yaml:"prefixes"`
+	// Stream is the JetStream stream name. Default "CORRAL_INGEST"; its
+	// subjects are "corral.ingest.<tenant>.<channel>".
+	Stream string `yaml:"stream"`
+	// MaxAge is how long ingested messages are kept. Default 24h.
+	MaxAge time.Duration `yaml:"max_age"`
+}
+
+// DrainConfig paces a graceful shutdown.
+type DrainConfig struct {
+	// Rate is how many sessions per second get GoAway. Default 1000.
+	Rate int `yaml:"rate"`
+	// RetryAfter is the base retry hint of the GoAway frames; each session
+	// gets it plus up to 100% jitter. Default 1s.
+	RetryAfter time.Duration `yaml:"retry_after"`
+	// Deadline bounds the whole drain; sessions still open then are
+	// closed. Default 30s.
+	Deadline time.Duration `yaml:"deadline"`
+}
+
+// Defaults returns a configuration that runs on loopback with an embedded
+// NATS server and no keys.
+func Defaults() Config {
+	return Config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", Admin: admin.Config{Addr: "127.0.0.1:9080"}}
+}
+
+func (c SessionConfig) withDefaults() SessionConfig {
+	def := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	def(&c.HandshakeTimeout, 10*time.Second)
+	def(&c.PingInterval, 25*time.Second)
+	def(&c.WriteTimeout, 10*time.Second)
+	if c.MaxSubscriptions == 0 {
+		c.MaxSubscriptions = 128
+	}
+	if c.OutboundBytes == 0 {
+		c.OutboundBytes = 256 << 10
+	}
+	if c.PublishRate == 0 {
+		c.PublishRate = 50
+	}
+	if c.PublishBurst == 0 {
+		c.PublishBurst = 100
+	}
+	if c.FrameRate == 0 {
+		c.FrameRate = 200
+	}
+	if c.FrameBurst == 0 {
+		c.FrameBurst = 400
+	}
+	return c
+}
+
+func (c IngestConfig) withDefaults() IngestConfig {
+	if c.Stream == "" {
+		c.Stream = "CORRAL_INGEST"
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = 24 * time.Hour
+	}
+	return c
+}
+
+func (c DrainConfig) withDefaults() DrainConfig {
+	if c.Rate == 0 {
+		c.Rate = 1000
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = time.Second
+	}
+	if c.Deadline == 0 {
+		c.Deadline = 30 * time.Second
+	}
+	return c
+}
+
+// Validate checks the configuration; the errors name the key.
+func (c *Config) Validate() error {
+	if c.Listen == "" {
+		return config.Errorf("listen", "hub: must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return config.Errorf("listen", "hub: %v", err)
+	}
+	if c.GRPCListen != "" {
+		if _, _, err := net.SplitHostPort(c.GRPCListen); err != nil {
+			return config.Errorf("grpc_listen", "hub: %v", err)
+		}
+	}
+	if err := c.Admin.Validate(); err != nil {
+		return config.Field("admin.addr", err)
+	}
+	if err := c.NATS.Validate(); err != nil {
+		return config.Field("nats", err)
+	}
+	if err := c.History.Validate(); err != nil {
+		return config.Field("history", err)
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return config.Field("auth", err)
+	}
+	if err := c.Wire.Validate(); err != nil {
+		return config.Field("wire", err)
+	}
+	s := c.Session
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"handshake_timeout", s.HandshakeTimeout}, {"ping_interval", s.PingInterval}, {"write_timeout", s.WriteTimeout}} {
+		if d.v < 0 {
+			return config.Errorf("session."+d.key, "hub: must not be negative, got %v", d.v)
+		}
+	}
+	for _, n := range []struct {
+		key string
+		v   float64
+	}{{"max_subscriptions", float64(s.MaxSubscriptions)}, {"outbound_bytes", float64(s.OutboundBytes)},
+		{"publish_rate", s.PublishRate}, {"publish_burst", float64(s.PublishBurst)},
+		{"frame_rate", s.FrameRate}, {"frame_burst", float64(s.FrameBurst)}} {
+		if n.v < 0 {
+			return config.Errorf("session."+n.key, "hub: must not be negative, got %v", n.v)
+		}
+	}
+	if s.OutboundBytes != 0 && s.OutboundBytes < 4096 {
+		return config.Errorf("session.outbound_bytes", "hub: must be at least 4096, got %d", s.OutboundBytes)
+	}
+	for i, p := range c.Ingest.Prefixes {
+		if p == "" || strings.ContainsAny(p, " *>") {
+			return config.Errorf(fmt.Sprintf("ingest.prefixes[%d]", i), "hub: %q is not a channel prefix", p)
+		}
+	}
+	if c.Ingest.MaxAge < 0 {
+		return config.Errorf("ingest.max_age", "hub: must not be negative, got %v", c.Ingest.MaxAge)
+	}
+	if c.Drain.Rate < 0 || c.Drain.RetryAfter < 0 || c.Drain.Deadline < 0 {
+		return config.Errorf("drain", "hub: rate, retry_after and deadline must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// grpcService implements corralv1.CorralServer.
+type grpcService struct {
+	corralv1.UnimplementedCorralServer
+	h *Hub
+}
+
+func (h *Hub) newGRPCServer() *grpc.Server {
+	s := grpc.NewServer(
+		grpc.MaxRecvMsgSize(h.codecCheck.Config().MaxFrameBytes),
+		grpc.MaxSendMsgSize(h.codecCheck.Config().MaxFrameBytes),
+	)
+	corralv1.RegisterCorralServer(s, &grpcService{h: h})
+	return s
+}
+
+// grpcTransport adapts a Connect stream to a session.
+type grpcTransport struct {
+	stream corralv1.Corral_ConnectServer
+	done   chan struct{}
+	final  wire.Close
+}
+
+func (t *grpcTransport) kind() string { return "grpc" }
+
+func (t *grpcTransport) writeFrame(f *corralv1.ServerFrame) error { return t.stream.Send(f) }
+
+func (t *grpcTransport) writeDelivery(d *delivery) error { return t.stream.Send(d.frame) }
+
+func (t *grpcTransport) closeWith(c wire.Close) {
+	t.final = c
+	close(t.done)
+}
+
+// Connect is one session over gRPC. The handler's goroutine waits for the
+// session to end and returns its close as the stream status; a second
+// goroutine reads frames.
+func (g *grpcService) Connect(stream corralv1.Corral_ConnectServer) error {
+	h := g.h
+	if h.draining.Load() {
+		return wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter, Text: "hub draining"}.Status().Err()
+	}
+	t := &grpcTransport{stream: stream, done: make(chan struct{})}
+	s := h.newSession(t)
+	ctx := stream.Context()
+	go func() {
+		for {
+			f, err := stream.Recv()
+			if err != nil {
+				c := wire.Close{Code: wire.CloseNormal, Text: "peer closed"}
+				if !errors.Is(err, io.EOF) && status.Code(err) != codes.Canceled {
+					c = wire.CloseOf(err)
+					if status.Code(err) == codes.ResourceExhausted {
+						c = wire.Close{Code: wire.CloseTooBig, Text: "frame too big"}
+					}
+				}
+				s.mu.Lock()
+				alreadyClosing := s.closing
+				s.mu.Unlock()
+				if !alreadyClosing {
+					s.close(c, c.Code != wire.CloseNormal)
+				}
+				return
+			}
+			if f.GetFrame() == nil {
+				s.close(wire.Close{Code: wire.CloseProtocolError, Text: "empty frame"}, true)
+				return
+			}
+			s.handle(ctx, f)
+		}
+	}()
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		s.peerGone(wire.Close{Code: wire.CloseNormal, Text: "stream ended"})
+		<-t.done
+	}
+	if t.final.Code == wire.CloseNormal {
+		return nil
+	}
+	return t.final.Status().Err()
+}
+
+// Publish is the gRPC publish API for backends, authenticated by an API key
+// in the "authorization" metadata ("Bearer <key>").
+func (g *grpcService) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corralv1.Published, error) {
+	h := g.h
+	key := ""
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("authorization"); len(v) > 0 {
+			key = strings.TrimPrefix(v[0], "Bearer ")
+		}
+	}
+	if _, err := h.verifier.CheckAPIKey(key, req.GetTenant()); err != nil {
+		h.metrics.authRejected.WithLabelValues("api_key").Inc()
+		return nil, wire.Close{Code: wire.ClosePolicyViolation, Text: "API key rejected"}.Status().Err()
+	}
+	p := req.GetPublish()
+	f := &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Publish{Publish: p}}
+	if err := h.codecCheck.CheckClientFrame(f); err != nil {
+		return nil, wire.CloseOf(err).Status().Err()
+	}
+	res, err := h.Publish(ctx, req.GetTenant(), p.GetChannel(), wire.Rank(p.GetPriority()), p.GetData(), p.GetClientMessageId(), "grpc")
+	if err != nil {
+		return nil, wire.CloseOf(err).Status().Err()
+	}
+	return res, nil
+}

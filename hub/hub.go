@@ -1,0 +1,536 @@
+package hub
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralhq/corral/hub/auth"
+	"github.com/corralhq/corral/hub/history"
+	"github.com/corralhq/corral/internal/natsutil"
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// Options are the parts of a hub that are not configuration: the metrics
+// registry, the logger, an already open NATS connection and the clock.
+type Options struct {
+	// Registerer receives the hub's metrics; nil keeps them unregistered.
+	Registerer prometheus.Registerer
+	// Logger receives the hub's logs; nil discards them.
+	Logger *slog.Logger
+	// NATS, when set, is used instead of connecting per Config.NATS; the
+	// hub does not close it.
+	NATS *natsutil.Conn
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Overload, when set, decides admission and shedding (see overload.go).
+	Overload Overload
+}
+
+// Hub is the origin server: it holds sessions over WebSocket and gRPC,
+// keeps channel history, fans messages out over NATS and takes publishes
+// from backends. Create it with New, then Run it; Shutdown drains it. It is
+// safe for concurrent use.
+//
+// Lock order: Hub.mu, then chanShard.mu, then hubChannel.mu, then
+// session.mu (Hub.mu is never held while calling into a session).
+type Hub struct {
+	cfg        Config
+	sess       SessionConfig
+	histCfg    history.Config
+	ingestCfg  IngestConfig
+	drainCfg   DrainConfig
+	opts       Options
+	log        *slog.Logger
+	now        func() time.Time
+	metrics    *metrics
+	verifier   *auth.Verifier
+	codecCheck *wire.Codec
+	codecs     [3]*wire.Codec // by wire.Format
+	nodeID     string
+	nodeEpoch  string
+	seed       maphash.Seed
+	shards     [numShards]*chanShard
+	overload   Overload
+
+	nc    *natsutil.Conn
+	store history.Store
+
+	started  chan struct{}
+	done     chan struct{} // closed when Shutdown has finished draining
+	draining atomic.Bool
+	ready    atomic.Bool
+	stopOnce sync.Once
+
+	mu        sync.Mutex
+	sessions  map[*session]struct{}
+	httpLn    net.Listener
+	grpcLn    net.Listener
+	httpSrv   *http.Server
+	grpcSrv   *grpc.Server
+	cancelRun context.CancelFunc
+	sessSeq   uint64
+
+	dmu    sync.Mutex
+	dedupe map[string]dedupeEntry
+}
+
+type dedupeEntry struct {
+	res *corralv1.Published
+	at  time.Time
+}
+
+// New builds a hub from a valid configuration. It does no I/O and starts no
+// goroutine.
+func New(cfg Config, opts Options) (*Hub, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	v, err := auth.New(cfg.Auth)
+	if err != nil {
+		return nil, err
+	}
+	h := &Hub{
+		cfg: cfg, sess: cfg.Session.withDefaults(), histCfg: cfg.History.Defaults(),
+		ingestCfg: cfg.Ingest.withDefaults(), drainCfg: cfg.Drain.withDefaults(),
+		opts: opts, log: opts.Logger, now: opts.Now, verifier: v,
+		seed: maphash.MakeSeed(), started: make(chan struct{}), done: make(chan struct{}),
+		sessions: make(map[*session]struct{}), dedupe: make(map[string]dedupeEntry),
+		overload: opts.Overload,
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	h.metrics = newMetrics(opts.Registerer)
+	for _, f := range []wire.Format{wire.FormatProto, wire.FormatJSON} {
+		if h.codecs[f], err = wire.NewCodec(f, cfg.Wire); err != nil {
+			return nil, err
+		}
+	}
+	h.codecCheck = h.codecs[wire.FormatProto]
+	h.nodeID = cfg.NodeID
+	if h.nodeID == "" {
+		host, _ := os.Hostname()
+		h.nodeID = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	var b [6]byte
+	_, _ = crand.Read(b[:])
+	h.nodeEpoch = hex.EncodeToString(b[:])
+	for i := range h.shards {
+		h.shards[i] = &chanShard{h: h, chans: make(map[string]*hubChannel), in: make(chan *nats.Msg, shardBuffer)}
+	}
+	return h, nil
+}
+
+// Run connects to NATS, opens the history and the listeners, and serves
+// until ctx ends or Shutdown is called. It returns the first listener
+// error.
+func (h *Hub) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h.mu.Lock()
+	h.cancelRun = cancel
+	h.mu.Unlock()
+	err := h.run(ctx)
+	h.stopOnce.Do(func() { close(h.done) })
+	return err
+}
+
+func (h *Hub) run(ctx context.Context) (err error) {
+	startedClosed := false
+	defer func() {
+		if !startedClosed {
+			close(h.started)
+		}
+	}()
+	h.nc = h.opts.NATS
+	if h.nc == nil {
+		if h.nc, err = natsutil.Connect(ctx, h.cfg.NATS, "corral-hub-"+h.nodeID, h.log); err != nil {
+			return err
+		}
+		defer h.nc.Close()
+	}
+	if err := h.openStores(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, sh := range h.shards {
+		wg.Go(func() { h.runShard(ctx, sh) })
+	}
+	psub, err := h.nc.NC.QueueSubscribe(subjectPublish+">", "corral-hub", func(m *nats.Msg) { h.natsPublish(ctx, m) })
+	if err != nil {
+		return fmt.Errorf("hub: publish API subscription: %w", err)
+	}
+	defer func() { _ = psub.Unsubscribe() }()
+
+	httpLn, err := net.Listen("tcp", h.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("hub: listen: %w", err)
+	}
+	var grpcLn net.Listener
+	if h.cfg.GRPCListen != "" {
+		if grpcLn, err = net.Listen("tcp", h.cfg.GRPCListen); err != nil {
+			_ = httpLn.Close()
+			return fmt.Errorf("hub: grpc listen: %w", err)
+		}
+	}
+	h.mu.Lock()
+	h.httpLn, h.grpcLn = httpLn, grpcLn
+	h.httpSrv = &http.Server{Handler: h.httpHandler(), ReadHeaderTimeout: h.sess.HandshakeTimeout}
+	if grpcLn != nil {
+		h.grpcSrv = h.newGRPCServer()
+	}
+	h.mu.Unlock()
+	errc := make(chan error, 2)
+	wg.Go(func() {
+		if err := h.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("hub: http: %w", err)
+		}
+	})
+	if grpcLn != nil {
+		wg.Go(func() {
+			if err := h.grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("hub: grpc: %w", err)
+			}
+		})
+	}
+	wg.Go(func() { h.sweep(ctx) })
+	wg.Go(func() { h.severLoop(ctx, 100*time.Millisecond) })
+	h.ready.Store(true)
+	close(h.started)
+	startedClosed = true
+	h.log.Info("hub up", "node", h.nodeID, "listen", httpLn.Addr().String(), "grpc", addrString(grpcLn), "history", h.histCfg.Store)
+
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	h.ready.Store(false)
+	h.closeListeners()
+	h.closeAll(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter, Text: "hub stopped"})
+	cancelCtx, c := context.WithTimeout(context.Background(), time.Second)
+	defer c()
+	_ = h.httpSrv.Shutdown(cancelCtx)
+	if h.grpcSrv != nil {
+		h.grpcSrv.Stop()
+	}
+	return err
+}
+
+func addrString(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+func (h *Hub) openStores(ctx context.Context) error {
+	switch h.histCfg.Store {
+	case history.StoreMemory:
+		h.store = history.NewMemory(h.histCfg, history.MemoryOptions{Now: h.now})
+	default:
+		js := history.NewJetStream(h.histCfg, history.JetStreamOptions{JS: h.nc.JS, FileStorage: h.nc.Persistent()})
+		if err := js.Open(ctx); err != nil {
+			return err
+		}
+		h.store = js
+	}
+	if len(h.ingestCfg.Prefixes) > 0 {
+		storage := jetstream.MemoryStorage
+		if h.nc.Persistent() {
+			storage = jetstream.FileStorage
+		}
+		if _, err := natsutil.EnsureStream(ctx, h.nc.JS, jetstream.StreamConfig{
+			Name: h.ingestCfg.Stream, Description: "corral hub telemetry ingest",
+			Subjects: []string{subjectIngest + ">"}, MaxAge: h.ingestCfg.MaxAge, Storage: storage,
+			Replicas: h.histCfg.Replicas, Duplicates: 2 * time.Minute,
+		}); err != nil {
+			return fmt.Errorf("hub: ingest stream: %w", err)
+		}
+	}
+	return nil
+}
+
+// sweep forgets aged-out history and publish dedupe entries.
+func (h *Hub) sweep(ctx context.Context) {
+	t := time.NewTicker(max(h.histCfg.Window/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := h.now()
+		switch s := h.store.(type) {
+		case *history.Memory:
+			s.Sweep(now)
+		case *history.JetStream:
+			s.Forget(now)
+		}
+		h.dmu.Lock()
+		for k, e := range h.dedupe {
+			if now.Sub(e.at) > h.histCfg.Window {
+				delete(h.dedupe, k)
+			}
+		}
+		h.dmu.Unlock()
+	}
+}
+
+// Addr returns the HTTP (WebSocket and publish) address, or nil before Run
+// has bound it.
+func (h *Hub) Addr() net.Addr {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.httpLn == nil {
+		return nil
+	}
+	return h.httpLn.Addr()
+}
+
+// GRPCAddr returns the gRPC address, or nil when there is none (yet).
+func (h *Hub) GRPCAddr() net.Addr {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.grpcLn == nil {
+		return nil
+	}
+	return h.grpcLn.Addr()
+}
+
+// Started is closed once Run has bound its listeners (or failed).
+func (h *Hub) Started() <-chan struct{} { return h.started }
+
+// Ready reports nil when the hub takes sessions, or why not.
+func (h *Hub) Ready() error {
+	if h.draining.Load() {
+		return errors.New("hub: draining")
+	}
+	if !h.ready.Load() {
+		return errors.New("hub: not started")
+	}
+	if h.nc != nil && !h.nc.NC.IsConnected() {
+		return errors.New("hub: NATS disconnected")
+	}
+	return nil
+}
+
+// NodeID returns the hub's node id.
+func (h *Hub) NodeID() string { return h.nodeID }
+
+// Sessions returns how many sessions are open.
+func (h *Hub) Sessions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions)
+}
+
+func (h *Hub) newSessionID() string {
+	h.mu.Lock()
+	h.sessSeq++
+	n := h.sessSeq
+	h.mu.Unlock()
+	return h.nodeEpoch + "-" + strconv.FormatUint(n, 36)
+}
+
+func (h *Hub) register(s *session) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.draining.Load() {
+		return false
+	}
+	h.sessions[s] = struct{}{}
+	return true
+}
+
+func (h *Hub) unregister(s *session) {
+	h.mu.Lock()
+	delete(h.sessions, s)
+	h.mu.Unlock()
+}
+
+func (h *Hub) snapshotSessions() []*session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*session, 0, len(h.sessions))
+	for s := range h.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (h *Hub) closeListeners() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.httpLn != nil {
+		_ = h.httpLn.Close()
+	}
+	if h.grpcLn != nil {
+		_ = h.grpcLn.Close()
+	}
+}
+
+func (h *Hub) closeAll(c wire.Close) {
+	for _, s := range h.snapshotSessions() {
+		s.close(c, true)
+	}
+}
+
+// Shutdown drains the hub: it stops accepting sessions, sends GoAway to
+// every session at the configured pace with jittered retry hints, waits
+// until they are gone or the drain deadline (or ctx) passes, then stops
+// Run.
+func (h *Hub) Shutdown(ctx context.Context) error {
+	if !h.draining.CompareAndSwap(false, true) {
+		<-h.done
+		return nil
+	}
+	h.closeListeners()
+	dctx, cancel := context.WithTimeout(ctx, h.drainCfg.Deadline)
+	defer cancel()
+	h.drain(dctx)
+	h.mu.Lock()
+	stop := h.cancelRun
+	h.mu.Unlock()
+	if stop != nil {
+		stop()
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// drain sends GoAway to every session, Rate per second, and waits for the
+// sessions to leave.
+func (h *Hub) drain(ctx context.Context) {
+	sessions := h.snapshotSessions()
+	interval := time.Second / time.Duration(h.drainCfg.Rate)
+	tick := time.NewTicker(max(interval, time.Millisecond))
+	defer tick.Stop()
+	perTick := max(1, int(time.Millisecond/max(interval, 1)))
+	for i := 0; i < len(sessions); {
+		for j := 0; j < perTick && i < len(sessions); j++ {
+			jit := time.Duration(rand.Int64N(int64(h.drainCfg.RetryAfter) + 1))
+			sessions[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter + jit, Text: "hub draining"}, true)
+			h.metrics.shed.WithLabelValues("drain", strconv.Itoa(sessions[i].rank)).Inc()
+			i++
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	for h.Sessions() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// isIngest reports whether channel is an ingest channel.
+func (h *Hub) isIngest(channel string) bool {
+	for _, p := range h.ingestCfg.Prefixes {
+		if strings.HasPrefix(channel, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Publish stores a message on the tenant's channel and fans it out to every
+// hub with subscribers, or, for an ingest channel, appends it to the ingest
+// stream. clientID, when set, makes a retried publish a duplicate (within
+// this hub and the history window). api labels the metrics. Errors are
+// wire.Close values.
+func (h *Hub) Publish(ctx context.Context, tenant, channel string, rank int, data []byte, clientID, api string) (*corralv1.Published, error) {
+	if !auth.ValidTenant(tenant) {
+		return nil, wire.Close{Code: wire.CloseBadRequest, Text: "invalid tenant"}
+	}
+	if !wire.ValidChannel(channel) {
+		return nil, wire.Close{Code: wire.CloseBadRequest, Text: "invalid channel"}
+	}
+	if rank < 0 || rank > 2 {
+		return nil, wire.Close{Code: wire.CloseBadRequest, Text: "invalid priority"}
+	}
+	key := tenant + "." + channel
+	dk := ""
+	if clientID != "" {
+		dk = key + "\x00" + clientID
+		h.dmu.Lock()
+		e, ok := h.dedupe[dk]
+		h.dmu.Unlock()
+		if ok {
+			dup := proto.CloneOf(e.res)
+			dup.Duplicate = true
+			return dup, nil
+		}
+	}
+	var res *corralv1.Published
+	if h.isIngest(channel) {
+		m := nats.NewMsg(subjectIngest + key)
+		m.Data = data
+		m.Header.Set(history.HeaderPriority, strconv.Itoa(rank))
+		var opts []jetstream.PublishOpt
+		if clientID != "" {
+			opts = append(opts, jetstream.WithMsgID(key+"/"+clientID))
+		}
+		ack, err := h.nc.JS.PublishMsg(ctx, m, opts...)
+		if err != nil {
+			h.log.Warn("ingest failed", "channel", key, "err", err)
+			return nil, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "ingest unavailable"}
+		}
+		res = &corralv1.Published{Channel: channel, Epoch: "ingest", Offset: ack.Sequence, Duplicate: ack.Duplicate}
+		h.metrics.published.WithLabelValues("ingest").Inc()
+	} else {
+		m, err := h.store.Append(ctx, key, history.Message{Priority: uint8(rank), Data: data, ClientID: clientID})
+		if err != nil {
+			h.metrics.historyErrors.Inc()
+			h.log.Warn("publish failed", "channel", key, "err", err)
+			return nil, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "history unavailable"}
+		}
+		if err := h.nc.NC.PublishMsg(fanoutMsg(key, m)); err != nil {
+			// Stored but not announced: subscribers get it by backfill on
+			// the next message, or on resume.
+			h.log.Warn("fan-out failed", "channel", key, "err", err)
+		}
+		res = &corralv1.Published{Channel: channel, Epoch: m.Epoch, Offset: m.Offset}
+		h.metrics.published.WithLabelValues(api).Inc()
+	}
+	if dk != "" {
+		h.dmu.Lock()
+		h.dedupe[dk] = dedupeEntry{res: res, at: h.now()}
+		h.dmu.Unlock()
+	}
+	return res, nil
+}

@@ -1,0 +1,160 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/corralhq/corral/hub/history"
+	"github.com/corralhq/corral/wire"
+)
+
+// httpHandler serves WebSocket sessions on /v1/ws and the HTTP publish API
+// on POST /v1/publish.
+func (h *Hub) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/ws", h.serveWS(h.wsUpgrader()))
+	mux.HandleFunc("POST /v1/publish", h.httpPublish)
+	return mux
+}
+
+// publishBody is the JSON body of POST /v1/publish. Data is a string
+// (stored as its UTF-8 bytes) unless DataBase64 is set.
+type publishBody struct {
+	Tenant          string `json:"tenant"`
+	Channel         string `json:"channel"`
+	Priority        string `json:"priority"` // "p0", "p1" or "p2" (default)
+	Data            string `json:"data"`
+	DataBase64      []byte `json:"data_base64"`
+	ClientMessageID string `json:"client_message_id"`
+}
+
+type publishReply struct {
+	Channel   string `json:"channel"`
+	Epoch     string `json:"epoch"`
+	Offset    uint64 `json:"offset"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+type errorReply struct {
+	Code  uint32 `json:"code"`
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func httpStatusOf(c wire.CloseCode) int {
+	switch c {
+	case wire.ClosePolicyViolation:
+		return http.StatusUnauthorized
+	case wire.CloseForbidden:
+		return http.StatusForbidden
+	case wire.CloseTooBig:
+		return http.StatusRequestEntityTooLarge
+	case wire.CloseTryAgainLater, wire.CloseGoingAway, wire.CloseInternal:
+		return http.StatusServiceUnavailable
+	case wire.CloseRateLimited:
+		return http.StatusTooManyRequests
+	}
+	return http.StatusBadRequest
+}
+
+func (h *Hub) httpPublish(w http.ResponseWriter, r *http.Request) {
+	fail := func(c wire.Close) {
+		if c.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int((c.RetryAfter+time.Second-1)/time.Second)))
+		}
+		writeJSON(w, httpStatusOf(c.Code), errorReply{Code: uint32(c.Code), Error: c.Text})
+	}
+	max := h.codecCheck.Config().MaxFrameBytes
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(2*max)+1024))
+	if err != nil {
+		fail(wire.Close{Code: wire.CloseBadRequest, Text: "reading the body: " + err.Error()})
+		return
+	}
+	var req publishBody
+	if err := json.Unmarshal(body, &req); err != nil {
+		fail(wire.Close{Code: wire.CloseBadRequest, Text: "body is not the publish JSON: " + err.Error()})
+		return
+	}
+	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if _, err := h.verifier.CheckAPIKey(key, req.Tenant); err != nil {
+		h.metrics.authRejected.WithLabelValues("api_key").Inc()
+		fail(wire.Close{Code: wire.ClosePolicyViolation, Text: "API key rejected"})
+		return
+	}
+	data := []byte(req.Data)
+	if req.DataBase64 != nil {
+		data = req.DataBase64
+	}
+	if len(data) > max {
+		fail(wire.Close{Code: wire.CloseTooBig, Text: "data larger than max_frame_bytes"})
+		return
+	}
+	rank := 2
+	switch strings.ToLower(req.Priority) {
+	case "", "p2":
+	case "p1":
+		rank = 1
+	case "p0":
+		rank = 0
+	default:
+		fail(wire.Close{Code: wire.CloseBadRequest, Text: "priority: want p0, p1 or p2"})
+		return
+	}
+	res, err := h.Publish(r.Context(), req.Tenant, req.Channel, rank, data, req.ClientMessageID, "http")
+	if err != nil {
+		fail(wire.CloseOf(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, publishReply{Channel: res.Channel, Epoch: res.Epoch, Offset: res.Offset, Duplicate: res.Duplicate})
+}
+
+// natsPublish is the plain-NATS publish API: the payload of a message on
+// corral.publish.<tenant>.<channel> is published with the priority of its
+// Corral-Priority header (default 2) and the id of its Corral-Client-Id
+// header. Requests (with a reply subject) get the JSON publish reply. NATS
+// access is trusted: whoever can publish on the subject is a backend.
+func (h *Hub) natsPublish(ctx context.Context, m *nats.Msg) {
+	rest := strings.TrimPrefix(m.Subject, subjectPublish)
+	tenant, channel, ok := strings.Cut(rest, ".")
+	reply := func(v any) {
+		if m.Reply != "" {
+			b, _ := json.Marshal(v)
+			_ = m.Respond(b)
+		}
+	}
+	if !ok {
+		reply(errorReply{Code: uint32(wire.CloseBadRequest), Error: "subject must be corral.publish.<tenant>.<channel>"})
+		return
+	}
+	rank := 2
+	if m.Header != nil {
+		if p, err := strconv.Atoi(m.Header.Get(history.HeaderPriority)); err == nil && p >= 0 && p <= 2 {
+			rank = p
+		}
+	}
+	clientID := ""
+	if m.Header != nil {
+		clientID = m.Header.Get(history.HeaderClientID)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := h.Publish(pctx, tenant, channel, rank, m.Data, clientID, "nats")
+	if err != nil {
+		c := wire.CloseOf(err)
+		reply(errorReply{Code: uint32(c.Code), Error: c.Text})
+		return
+	}
+	reply(publishReply{Channel: res.Channel, Epoch: res.Epoch, Offset: res.Offset, Duplicate: res.Duplicate})
+}

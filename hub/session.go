@@ -1,0 +1,554 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/corralhq/corral/hub/auth"
+	"github.com/corralhq/corral/hub/history"
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// transport is what a session needs from its connection. Only the
+// session's writer goroutine calls write* and closeWith, one at a time.
+type transport interface {
+	kind() string
+	writeFrame(f *corralv1.ServerFrame) error
+	writeDelivery(d *delivery) error
+	// closeWith ends the connection with c (a WebSocket close frame, or
+	// the gRPC status of the stream).
+	closeWith(c wire.Close)
+}
+
+// subscription is one channel of a session. The session's mutex guards it.
+type subscription struct {
+	name string // channel as the client names it
+	key  string // tenant.channel
+	ch   *hubChannel
+	live bool              // recovery done: deliveries go to the queue
+	held []*delivery       // live deliveries that arrived during recovery
+	pos  history.Position  // newest message queued
+	ack  uint64            // highest P0 offset acknowledged in pos.Epoch
+}
+
+// maxHeld bounds the deliveries held while a subscription recovers.
+const maxHeld = 4096
+
+// session is one client connection after the transport handshake.
+//
+// Lock order: chanShard.mu, then hubChannel.mu, then session.mu. The read
+// goroutine owns the fields above mu; the fields below it are guarded by it.
+type session struct {
+	h     *Hub
+	id    string
+	tr    transport
+	log   *slog.Logger
+	start time.Time
+
+	lastRecv  atomic.Int64 // unix nanoseconds of the last frame received
+	helloDone atomic.Bool
+	claims    *auth.Claims
+	tenant    string
+	rank      int // granted priority rank, 0 = P0
+	pubLim    *rate.Limiter
+	frameLim  *rate.Limiter
+	timers    [2]*time.Timer // handshake, ping
+
+	mu       sync.Mutex
+	subs     map[string]*subscription
+	q        outQueue
+	writing  bool
+	closing  bool
+	closeMsg wire.Close
+	torn     bool
+	counted  bool // counted in the sessions gauge
+}
+
+func (h *Hub) newSession(tr transport) *session {
+	sc := h.sess
+	s := &session{
+		h: h, id: h.newSessionID(), tr: tr, start: h.now(),
+		pubLim:   rate.NewLimiter(rate.Limit(sc.PublishRate), sc.PublishBurst),
+		frameLim: rate.NewLimiter(rate.Limit(sc.FrameRate), sc.FrameBurst),
+		subs:     make(map[string]*subscription),
+		q:        outQueue{max: sc.OutboundBytes},
+	}
+	s.log = h.log.With("session", s.id, "transport", tr.kind())
+	s.lastRecv.Store(s.start.UnixNano())
+	h.metrics.sessionsOpened.WithLabelValues(tr.kind()).Inc()
+	if !h.register(s) {
+		s.close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter, Text: "hub is draining"}, true)
+		return s
+	}
+	t := time.AfterFunc(sc.HandshakeTimeout, func() {
+		if !s.helloDone.Load() {
+			s.close(wire.Close{Code: wire.CloseHandshakeTimeout, Text: "no hello within " + sc.HandshakeTimeout.String()}, true)
+		}
+	})
+	s.mu.Lock()
+	s.timers[0] = t
+	s.mu.Unlock()
+	return s
+}
+
+// handle processes one decoded client frame. It runs on the transport's
+// read goroutine, so frames of a session are handled in order.
+func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
+	s.lastRecv.Store(s.h.now().UnixNano())
+	if !s.frameLim.Allow() {
+		s.close(wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "too many frames"}, true)
+		return
+	}
+	if err := s.h.codecCheck.CheckClientFrame(f); err != nil {
+		s.close(wire.CloseOf(err), true)
+		return
+	}
+	typ := frameType(f)
+	s.h.metrics.framesIn.WithLabelValues(typ).Inc()
+	if !s.helloDone.Load() {
+		if h := f.GetHello(); h != nil {
+			s.hello(ctx, f.GetId(), h)
+			return
+		}
+		s.close(wire.Close{Code: wire.CloseBadRequest, Text: typ + " before hello"}, true)
+		return
+	}
+	switch fr := f.GetFrame().(type) {
+	case *corralv1.ClientFrame_Hello:
+		s.close(wire.Close{Code: wire.CloseBadRequest, Text: "second hello"}, true)
+	case *corralv1.ClientFrame_Subscribe:
+		s.subscribe(ctx, f.GetId(), fr.Subscribe)
+	case *corralv1.ClientFrame_Unsubscribe:
+		s.unsubscribe(f.GetId(), fr.Unsubscribe.GetChannel())
+	case *corralv1.ClientFrame_Publish:
+		s.publish(ctx, f.GetId(), fr.Publish)
+	case *corralv1.ClientFrame_Ack:
+		s.ack(fr.Ack)
+	case *corralv1.ClientFrame_Ping:
+		s.reply(&corralv1.ServerFrame{Id: f.GetId(), Frame: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{Payload: fr.Ping.GetPayload()}}})
+	case *corralv1.ClientFrame_Pong:
+	}
+}
+
+func frameType(f *corralv1.ClientFrame) string {
+	switch f.GetFrame().(type) {
+	case *corralv1.ClientFrame_Hello:
+		return "hello"
+	case *corralv1.ClientFrame_Subscribe:
+		return "subscribe"
+	case *corralv1.ClientFrame_Unsubscribe:
+		return "unsubscribe"
+	case *corralv1.ClientFrame_Publish:
+		return "publish"
+	case *corralv1.ClientFrame_Ack:
+		return "ack"
+	case *corralv1.ClientFrame_Ping:
+		return "ping"
+	case *corralv1.ClientFrame_Pong:
+		return "pong"
+	}
+	return "empty"
+}
+
+func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
+	h := s.h
+	claims, err := h.verifier.Verify(hello.GetToken(), h.now())
+	if err != nil {
+		var ae *auth.Error
+		reason := "invalid"
+		if errors.As(err, &ae) {
+			reason = string(ae.Reason)
+		}
+		h.metrics.authRejected.WithLabelValues(reason).Inc()
+		s.log.Debug("token rejected", "reason", reason, "err", err)
+		s.close(wire.Close{Code: wire.ClosePolicyViolation, Text: "token rejected"}, true)
+		return
+	}
+	rank := wire.Rank(hello.GetPriority())
+	if rank < claims.Rank() {
+		h.metrics.authRejected.WithLabelValues("priority").Inc()
+		s.close(wire.Close{Code: wire.ClosePolicyViolation, Text: "priority above the token's"}, true)
+		return
+	}
+	if d := h.admit(rank); !d.admit {
+		h.metrics.shed.WithLabelValues("reject", strconv.Itoa(rank)).Inc()
+		s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: d.retryAfter, Text: "overloaded"}, true)
+		return
+	}
+	s.claims, s.tenant, s.rank = claims, claims.Tenant, rank
+	s.helloDone.Store(true)
+	s.mu.Lock()
+	if s.timers[0] != nil {
+		s.timers[0].Stop()
+	}
+	if !s.closing {
+		s.counted = true
+		h.metrics.sessions.WithLabelValues(s.tr.kind()).Inc()
+	}
+	s.mu.Unlock()
+	sc := h.sess
+	s.reply(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
+		SessionId: s.id, NodeId: h.nodeID, NodeEpoch: h.nodeEpoch,
+		ServerTimeUnixMs: h.now().UnixMilli(),
+		Priority:         priorityOf(rank),
+		Hints: &corralv1.ServerHints{
+			PingIntervalMs:       uint32(sc.PingInterval.Milliseconds()),
+			MaxFrameBytes:        uint32(h.codecCheck.Config().MaxFrameBytes),
+			MaxSubscriptions:     uint32(sc.MaxSubscriptions),
+			HistoryWindowMs:      uint32(h.histCfg.Window.Milliseconds()),
+			PublishRatePerSecond: uint32(sc.PublishRate),
+		},
+	}}})
+	h.observeHandshake(h.now().Sub(s.start))
+	s.armPing()
+	for _, sub := range hello.GetSubscribe() {
+		s.subscribe(ctx, 0, sub)
+	}
+}
+
+func (s *session) armPing() {
+	iv := s.h.sess.PingInterval
+	var t *time.Timer
+	t = time.AfterFunc(iv, func() {
+		idle := s.h.now().Sub(time.Unix(0, s.lastRecv.Load()))
+		if idle > 2*iv {
+			s.close(wire.Close{Code: wire.CloseGoingAway, Text: "no frame for two ping intervals"}, true)
+			return
+		}
+		s.reply(&corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Ping{Ping: &corralv1.Ping{}}})
+		s.mu.Lock()
+		if !s.closing {
+			t.Reset(iv)
+		}
+		s.mu.Unlock()
+	})
+	s.mu.Lock()
+	s.timers[1] = t
+	if s.torn {
+		t.Stop()
+	}
+	s.mu.Unlock()
+}
+
+func (s *session) errorReply(id uint64, c wire.Close) {
+	s.reply(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+		Code: uint32(c.Code), Text: c.Text, RetryAfterMs: uint32((c.RetryAfter + time.Millisecond - 1) / time.Millisecond),
+	}}})
+}
+
+func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscribe) {
+	h := s.h
+	name := req.GetChannel()
+	if !s.claims.CanSubscribe(name) {
+		s.errorReply(id, wire.Close{Code: wire.CloseForbidden, Text: "channel " + name + " not allowed by the token"})
+		return
+	}
+	if h.isIngest(name) {
+		s.errorReply(id, wire.Close{Code: wire.CloseBadRequest, Text: "channel " + name + " is an ingest channel"})
+		return
+	}
+	s.mu.Lock()
+	if old := s.subs[name]; old != nil {
+		delete(s.subs, name)
+		s.mu.Unlock()
+		if old.ch != nil {
+			h.detach(s, old.ch)
+		}
+		s.mu.Lock()
+	}
+	if len(s.subs) >= h.sess.MaxSubscriptions {
+		s.mu.Unlock()
+		s.errorReply(id, wire.Close{Code: wire.CloseSubscriptionLimit, Text: "at most " + strconv.Itoa(h.sess.MaxSubscriptions) + " subscriptions"})
+		return
+	}
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	sub := &subscription{name: name, key: s.tenant + "." + name}
+	s.subs[name] = sub
+	s.mu.Unlock()
+
+	ch, err := h.attach(ctx, s, sub)
+	if err != nil {
+		s.dropSub(name, sub)
+		s.log.Warn("subscribe failed", "channel", name, "err", err)
+		s.errorReply(id, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "subscribe failed"})
+		return
+	}
+	var from history.Position
+	resumed := req.GetFrom() != nil
+	if resumed {
+		from = history.Position{Epoch: req.GetFrom().GetEpoch(), Offset: req.GetFrom().GetOffset()}
+	}
+	r, err := h.store.Since(ctx, sub.key, from)
+	if err != nil {
+		h.metrics.historyErrors.Inc()
+		h.detach(s, ch)
+		s.dropSub(name, sub)
+		s.errorReply(id, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "history unavailable"})
+		return
+	}
+	if resumed {
+		res := "recovered"
+		if !r.Recovered {
+			res = "gap"
+		}
+		h.metrics.resumes.WithLabelValues(res).Inc()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs[name] != sub || s.closing {
+		return
+	}
+	sub.ch = ch
+	s.pushControl(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Subscribed{Subscribed: &corralv1.Subscribed{
+		Channel: name, Position: &corralv1.Position{Epoch: r.Current.Epoch, Offset: r.Current.Offset},
+		Resumed: resumed, Recovered: resumed && r.Recovered,
+	}}})
+	sub.pos = r.Current
+	if resumed && r.Recovered {
+		sub.pos = from
+	}
+	for _, m := range r.Messages {
+		s.queueDelivery(sub, newDelivery(name, m))
+	}
+	for _, d := range sub.held {
+		s.queueDelivery(sub, d)
+	}
+	sub.held, sub.live = nil, true
+}
+
+// dropSub forgets sub if it is still the session's subscription to name.
+func (s *session) dropSub(name string, sub *subscription) {
+	s.mu.Lock()
+	if s.subs[name] == sub {
+		delete(s.subs, name)
+	}
+	s.mu.Unlock()
+}
+
+func (s *session) unsubscribe(id uint64, name string) {
+	s.mu.Lock()
+	sub := s.subs[name]
+	delete(s.subs, name)
+	s.mu.Unlock()
+	if sub != nil && sub.ch != nil {
+		s.h.detach(s, sub.ch)
+	}
+	s.reply(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Unsubscribed{Unsubscribed: &corralv1.Unsubscribed{Channel: name}}})
+}
+
+func (s *session) publish(ctx context.Context, id uint64, p *corralv1.Publish) {
+	h := s.h
+	if !s.pubLim.Allow() {
+		s.errorReply(id, wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "publish rate exceeded"})
+		return
+	}
+	if !s.claims.CanPublish(p.GetChannel()) {
+		s.errorReply(id, wire.Close{Code: wire.CloseForbidden, Text: "publishing on " + p.GetChannel() + " not allowed by the token"})
+		return
+	}
+	rank := wire.Rank(p.GetPriority())
+	if rank < s.claims.Rank() {
+		s.errorReply(id, wire.Close{Code: wire.ClosePolicyViolation, Text: "priority above the token's"})
+		return
+	}
+	res, err := h.Publish(ctx, s.tenant, p.GetChannel(), rank, p.GetData(), p.GetClientMessageId(), "session")
+	if err != nil {
+		s.errorReply(id, wire.CloseOf(err))
+		return
+	}
+	s.reply(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Published{Published: res}})
+}
+
+func (s *session) ack(a *corralv1.Ack) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sub := s.subs[a.GetChannel()]; sub != nil && a.GetEpoch() == sub.pos.Epoch && a.GetOffset() > sub.ack {
+		sub.ack = min(a.GetOffset(), sub.pos.Offset)
+	}
+}
+
+// deliver hands a channel message to the session. It is called with the
+// channel's mutex held.
+func (s *session) deliver(sub *subscription, d *delivery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || s.subs[sub.name] != sub {
+		return
+	}
+	if !sub.live {
+		if len(sub.held) < maxHeld {
+			sub.held = append(sub.held, d)
+		}
+		return
+	}
+	s.queueDelivery(sub, d)
+}
+
+// queueDelivery queues d unless the subscription already has it; s.mu is
+// held.
+func (s *session) queueDelivery(sub *subscription, d *delivery) {
+	m := d.msg
+	if m.Epoch == sub.pos.Epoch && m.Offset <= sub.pos.Offset {
+		return
+	}
+	if !s.q.pushMessage(d, s.dropped) {
+		s.closeLocked(wire.Close{Code: wire.CloseSlowConsumer, Text: "outbound queue full with a P0 message"}, true)
+		return
+	}
+	if m.Epoch != sub.pos.Epoch {
+		sub.ack = 0
+	}
+	sub.pos = history.Position{Epoch: m.Epoch, Offset: m.Offset}
+	s.h.metrics.delivered.Inc()
+	s.kickLocked()
+}
+
+func (s *session) dropped(p int8) {
+	s.h.metrics.dropped.WithLabelValues(strconv.Itoa(int(p))).Inc()
+}
+
+// reply queues a control frame.
+func (s *session) reply(f *corralv1.ServerFrame) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pushControl(f)
+}
+
+func (s *session) pushControl(f *corralv1.ServerFrame) {
+	if s.closing {
+		return
+	}
+	if !s.q.pushControl(f, false, s.dropped) {
+		s.closeLocked(wire.Close{Code: wire.CloseSlowConsumer, Text: "outbound queue full"}, true)
+		return
+	}
+	s.kickLocked()
+}
+
+// kickLocked starts the writer goroutine if it is not running. Idle
+// sessions have no writer goroutine.
+func (s *session) kickLocked() {
+	if !s.writing {
+		s.writing = true
+		go s.writeLoop()
+	}
+}
+
+func (s *session) writeLoop() {
+	for {
+		s.mu.Lock()
+		it, ok := s.q.pop()
+		if !ok {
+			closing, c := s.closing, s.closeMsg
+			if !closing {
+				s.writing = false
+			}
+			s.mu.Unlock()
+			if closing {
+				s.tr.closeWith(c)
+				s.teardown(c)
+			}
+			return
+		}
+		s.mu.Unlock()
+		var err error
+		if it.d != nil {
+			err = s.tr.writeDelivery(it.d)
+		} else {
+			err = s.tr.writeFrame(it.frame)
+		}
+		if err != nil {
+			c := wire.Close{Code: wire.CloseGoingAway, Text: "write failed"}
+			s.mu.Lock()
+			s.closing = true
+			s.closeMsg = c
+			s.q.clear()
+			s.mu.Unlock()
+			s.tr.closeWith(c)
+			s.teardown(c)
+			return
+		}
+	}
+}
+
+// close ends the session with c: queued frames are dropped, an Error frame
+// (or GoAway for 1001) explaining c is sent when notify is set, then the
+// transport is closed.
+func (s *session) close(c wire.Close, notify bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeLocked(c, notify)
+}
+
+func (s *session) closeLocked(c wire.Close, notify bool) {
+	if s.closing {
+		return
+	}
+	s.closing, s.closeMsg = true, c
+	s.q.clear()
+	if notify {
+		var f *corralv1.ServerFrame
+		ms := uint32((c.RetryAfter + time.Millisecond - 1) / time.Millisecond)
+		if c.Code == wire.CloseGoingAway {
+			f = &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_GoAway{GoAway: &corralv1.GoAway{
+				Code: uint32(c.Code), Reason: c.Text, RetryAfterMs: ms, Drain: s.h.draining.Load(),
+			}}}
+		} else {
+			f = &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: uint32(c.Code), Text: c.Text, RetryAfterMs: ms}}}
+		}
+		s.q.pushControl(f, true, s.dropped)
+	}
+	s.kickLocked()
+}
+
+// peerGone is called by the transport when the connection ended from the
+// other side or failed on read.
+func (s *session) peerGone(c wire.Close) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing {
+		s.closing, s.closeMsg = true, c
+		s.q.clear()
+	}
+	s.kickLocked() // the writer closes the transport and tears down
+}
+
+// teardown releases everything the session holds. It runs once.
+func (s *session) teardown(c wire.Close) {
+	s.mu.Lock()
+	if s.torn {
+		s.mu.Unlock()
+		return
+	}
+	s.torn = true
+	subs := s.subs
+	s.subs = map[string]*subscription{}
+	counted := s.counted
+	for _, t := range s.timers {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	s.mu.Unlock()
+	for _, sub := range subs {
+		if sub.ch != nil {
+			s.h.detach(s, sub.ch)
+		}
+	}
+	if counted {
+		s.h.metrics.sessions.WithLabelValues(s.tr.kind()).Dec()
+	}
+	s.h.metrics.closes.WithLabelValues(strconv.Itoa(int(c.Code))).Inc()
+	s.h.unregister(s)
+}
