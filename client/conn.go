@@ -85,9 +85,9 @@ type wsConn struct {
 
 type wsEvents struct{ w *wsConn }
 
-func (e wsEvents) OnOpen(*gws.Conn)                {}
-func (e wsEvents) OnPing(c *gws.Conn, p []byte)    { _ = c.WritePong(p) }
-func (e wsEvents) OnPong(*gws.Conn, []byte)        {}
+func (e wsEvents) OnOpen(*gws.Conn)               {}
+func (e wsEvents) OnPing(c *gws.Conn, p []byte)   { _ = c.WritePong(p) }
+func (e wsEvents) OnPong(*gws.Conn, []byte)       {}
 func (e wsEvents) OnClose(_ *gws.Conn, err error) { e.w.finish(closeOfWS(err)) }
 func (e wsEvents) OnMessage(_ *gws.Conn, m *gws.Message) {
 	defer m.Close()

@@ -236,8 +236,6 @@ func sharedNATS(t *testing.T) *natsutil.Conn {
 	return c
 }
 
-
-
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time

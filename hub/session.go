@@ -33,10 +33,10 @@ type subscription struct {
 	name string // channel as the client names it
 	key  string // tenant.channel
 	ch   *hubChannel
-	live bool              // recovery done: deliveries go to the queue
-	held []*delivery       // live deliveries that arrived during recovery
-	pos  history.Position  // newest message queued
-	ack  uint64            // highest P0 offset acknowledged in pos.Epoch
+	live bool             // recovery done: deliveries go to the queue
+	held []*delivery      // live deliveries that arrived during recovery
+	pos  history.Position // newest message queued
+	ack  uint64           // highest P0 offset acknowledged in pos.Epoch
 }
 
 // maxHeld bounds the deliveries held while a subscription recovers.
