@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func TestDNSValidateExample(t *testing.T) {
+	code, out, errOut := corral(t, "dns", "validate", "--config", "../../examples/dns.yaml")
+	if code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("examples/dns.yaml: exit %d, %s %s", code, out, errOut)
+	}
+}
+
+func TestDNSValidateNamesFileLineKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "dns.yaml")
+	body := "listen: 127.0.0.1:0\nzones:\n  - origin: corral.test\n    ns: [ns1]\n    records:\n      - {name: a, type: A, values: [10.0.0.300]}\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := corral(t, "dns", "validate", "--config", p)
+	if code == 0 || !strings.Contains(errOut, p+":6:") || !strings.Contains(errOut, "zones[0].records[0].values[0]") {
+		t.Fatalf("exit %d, stderr %q: want the file, line 6 and the key", code, errOut)
+	}
+}
+
+// freePort returns a port that was free for UDP and TCP a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(pc.LocalAddr().String())
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		pc.Close()
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return ""
+}
+
+// TestDNSServesExample runs `corral dns` on the shipped example and asks
+// for multi.corral.test, as README.md tells users to.
+func TestDNSServesExample(t *testing.T) {
+	addr := "127.0.0.1:" + freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var out, errb bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"dns", "--config", "../../examples/dns.yaml", "--listen", addr, "--admin", "127.0.0.1:0", "--log-format", "json"}, &out, &errb)
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("corral dns exit %d: %s", code, errb.String())
+		}
+	}()
+	m := new(dns.Msg)
+	m.SetQuestion("multi.corral.test.", dns.TypeA)
+	c := &dns.Client{Timeout: time.Second}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, _, err := c.Exchange(m, addr)
+		if err == nil {
+			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 8 {
+				t.Fatalf("multi.corral.test: %v", r)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer: %v; stderr %s", err, errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
