@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -93,5 +94,60 @@ func TestGradientConvergesToKnee(t *testing.T) {
 			srv.capacity = tc.second
 			check(tc.second, 60)
 		})
+	}
+}
+
+// TestOtherAlgorithmsSettleNearKnee: Gradient2, Vegas and AIMD find the
+// knee less tightly than Gradient (Gradient2 settles where latency is
+// Tolerance x its reference, 1.5 by default; Vegas comes down from its
+// slow-start overshoot by log10(limit) per window; AIMD settles where the
+// p99 crosses its Timeout), but from window 30 on each stays within
+// [0.75, 1.6] x the knee and none creeps upward.
+func TestOtherAlgorithmsSettleNearKnee(t *testing.T) {
+	c0 := Common{Window: 200 * time.Millisecond}
+	service := 20 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		new  func() (Limit, error)
+	}{
+		{name: "gradient2", new: func() (Limit, error) { return NewGradient2(Gradient2Config{Common: c0}) }},
+		{name: "vegas", new: func() (Limit, error) { return NewVegas(VegasConfig{Common: c0, Seed: 3}) }},
+		{name: "aimd", new: func() (Limit, error) { return NewAIMD(AIMDConfig{Common: c0, Timeout: service * 3 / 2}) }},
+	} {
+		for _, capacity := range []int{100, 400} {
+			t.Run(fmt.Sprintf("%s/knee %d", tc.name, capacity), func(t *testing.T) {
+				alg, err := tc.new()
+				if err != nil {
+					t.Fatal(err)
+				}
+				clock := &simClock{t: simEpoch}
+				lim, err := NewLimiter(LimiterConfig{Limit: alg, Clock: clock})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := &loadRun{t: t, lim: lim, srv: newPSServer(capacity, service, 1), clock: clock, dt: time.Millisecond,
+					offered: 3 * float64(capacity) / service.Seconds()}
+				var trace []int
+				var probing []bool
+				w0 := alg.Stats().Windows
+				r.run(16*time.Second, func(time.Time) {
+					if s := alg.Stats(); s.Windows != w0 {
+						w0 = s.Windows
+						trace = append(trace, s.Limit)
+						probing = append(probing, s.Probing)
+					}
+				})
+				t.Logf("limit per window: %v", trace)
+				lo, hi := 0.75*float64(capacity), 1.6*float64(capacity)
+				for i := 30; i < len(trace); i++ {
+					if l := float64(trace[i]); !probing[i] && (l < lo || l > hi) {
+						t.Errorf("window %d: limit %v outside [%v, %v]", i, l, lo, hi)
+					}
+				}
+				if last, mid := trace[len(trace)-1], trace[40]; float64(last) > 1.05*float64(mid)+8 {
+					t.Errorf("limit crept from %d (window 40) to %d (window %d)", mid, last, len(trace)-1)
+				}
+			})
+		}
 	}
 }

@@ -12,7 +12,10 @@ import "fmt"
 // and the long-term average decays when it is more than twice the
 // short-term latency (load that has ended). Unlike the anchor it has a slow
 // start, feeds no latency from dropped work, grows only a limit that is in
-// use and clamps to [MinLimit, MaxLimit]. Because its reference is an
+// use, clamps to [MinLimit, MaxLimit], and its long-term average learns
+// upward only from windows that did not use the whole limit, so a
+// sustained load cannot drag the reference up and the limit with it (the
+// limit settles where latency is Tolerance x the reference). Because its reference is an
 // average of recent latency rather than an unloaded latency, it tolerates a
 // sustained latency rise; use Gradient to hold latency near its floor.
 //
@@ -63,9 +66,13 @@ func (g *Gradient2) step(sum summary) {
 		return
 	}
 	short := float64(sum.rtt)
-	if g.long == 0 {
+	switch {
+	case g.long == 0:
 		g.long = short
-	} else {
+	case short < g.long || sum.peak < int(k.est):
+		// The average learns downward always, upward only from windows
+		// that did not use the whole limit: the anchor's average follows
+		// a sustained load upward and lets the limit creep with it.
 		g.long += (short - g.long) * 2 / float64(g.cfg.LongWindows+1)
 	}
 	if g.long > 2*short {
