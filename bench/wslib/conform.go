@@ -121,8 +121,9 @@ func closeFrame(code uint16, reason string) frame {
 // want is what the server must answer: frames (compared by opcode and
 // payload) and then, if closeCode != 0, a close frame with that code.
 type want struct {
-	frames    []frame
-	closeCode uint16
+	frames      []frame
+	closeCode   uint16
+	closeReason string // checked when not empty
 }
 
 type confCase struct {
@@ -158,6 +159,7 @@ func confCases() []confCase {
 		{"20 new message inside a fragmented one -> 1002", []frame{data(opText, false, "a"), data(opText, true, "b")}, want{closeCode: 1002}},
 		{"21 close with reserved code 1005 -> 1002", []frame{closeFrame(1005, "")}, want{closeCode: 1002}},
 		{"22 close with a 1-byte payload -> 1002", []frame{{fin: true, op: opClose, masked: true, payload: []byte{3}}}, want{closeCode: 1002}},
+		{"23 server-initiated close 4000 with a reason", []frame{data(opText, true, closeTrigger)}, want{closeCode: closeCode, closeReason: closeReason}},
 	}
 }
 
@@ -207,6 +209,9 @@ func runCase(addr string, c confCase) string {
 	if got := binary.BigEndian.Uint16(f.payload); got != c.want.closeCode {
 		return fmt.Sprintf("NON-STRICT: close %d, want %d", got, c.want.closeCode)
 	}
+	if c.want.closeReason != "" && string(f.payload[2:]) != c.want.closeReason {
+		return fmt.Sprintf("FAIL: close reason %q, want %q", f.payload[2:], c.want.closeReason)
+	}
 	return "OK"
 }
 
@@ -227,6 +232,33 @@ func runConform(args []string) error {
 	defer s.Close()
 	var okN, nonStrict, fail int
 	var notes []string
+	total := len(confCases()) + 2
+	for _, offer := range []struct{ offer, want string }{
+		{"corral.v1.json", "corral.v1.json"},
+		{"corral.v1.proto, corral.v1.json", "corral.v1.proto"},
+	} {
+		name := fmt.Sprintf("%d subprotocol offered %q", okN+nonStrict+fail+len(confCases())+1, offer.offer)
+		r := "OK"
+		c, _, sel, err := dialWSProto(addr, nil, 5*time.Second, offer.offer)
+		switch {
+		case err != nil:
+			r = "FAIL: " + err.Error()
+		case sel != offer.want:
+			r = fmt.Sprintf("FAIL: selected %q, want %q", sel, offer.want)
+		}
+		if c != nil {
+			c.Close()
+		}
+		if r == "OK" {
+			okN++
+		} else {
+			fail++
+			notes = append(notes, name+": "+r)
+		}
+		if *verbose {
+			fmt.Printf("  %-48s %s\n", name, r)
+		}
+	}
 	for _, c := range confCases() {
 		r := runCase(addr, c)
 		switch {
@@ -243,7 +275,7 @@ func runConform(args []string) error {
 			fmt.Printf("  %-48s %s\n", c.name, r)
 		}
 	}
-	fmt.Printf("%-8s conformance: %d OK, %d non-strict, %d failed of %d\n", *lib, okN, nonStrict, fail, len(confCases()))
+	fmt.Printf("%-8s conformance: %d OK, %d non-strict, %d failed of %d\n", *lib, okN, nonStrict, fail, total)
 	for _, n := range notes {
 		fmt.Printf("    %s\n", n)
 	}

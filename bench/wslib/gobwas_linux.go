@@ -33,7 +33,16 @@ type gobwasConn struct {
 }
 
 func newGobwasServer() *gobwasServer {
-	return &gobwasServer{conns: make(map[int32]*gobwasConn)}
+	return &gobwasServer{conns: make(map[int32]*gobwasConn), up: ws.Upgrader{
+		Protocol: func(p []byte) bool {
+			for _, sp := range subprotocols {
+				if string(p) == sp {
+					return true
+				}
+			}
+			return false
+		},
+	}}
 }
 
 func (s *gobwasServer) Open() int64 { return s.open.Load() }
@@ -165,6 +174,10 @@ func (s *gobwasServer) readOne(c net.Conn) error {
 	data, err := io.ReadAll(&rd)
 	if err != nil {
 		return s.fail(c, err)
+	}
+	if string(data) == closeTrigger {
+		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(closeCode, closeReason)))
+		return errors.New("closed by the server")
 	}
 	return wsutil.WriteServerMessage(c, h.OpCode, data)
 }

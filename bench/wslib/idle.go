@@ -105,45 +105,61 @@ func runServer(args []string) error {
 }
 
 // dialWS opens a TCP connection from local to addr and performs the
-// WebSocket opening handshake by hand; it returns the connection and the
+// WebSocket opening handshake by hand, offering the subprotocol
+// corral.v1.proto as corral's clients do; it returns the connection and the
 // reader that holds any bytes past the handshake.
 func dialWS(addr string, local net.Addr, timeout time.Duration) (net.Conn, *bufio.Reader, error) {
+	c, br, _, err := dialWSProto(addr, local, timeout, "corral.v1.proto")
+	return c, br, err
+}
+
+// dialWSProto is dialWS offering the subprotocols in offer (comma-separated,
+// none if empty); it also returns the subprotocol the server selected.
+func dialWSProto(addr string, local net.Addr, timeout time.Duration, offer string) (net.Conn, *bufio.Reader, string, error) {
 	d := net.Dialer{LocalAddr: local, Timeout: timeout}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	var key [16]byte
 	_, _ = rand.Read(key[:])
 	req := "GET / HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: " + base64.StdEncoding.EncodeToString(key[:]) + "\r\nSec-WebSocket-Version: 13\r\n\r\n"
+		"Sec-WebSocket-Key: " + base64.StdEncoding.EncodeToString(key[:]) + "\r\nSec-WebSocket-Version: 13\r\n"
+	if offer != "" {
+		req += "Sec-WebSocket-Protocol: " + offer + "\r\n"
+	}
+	req += "\r\n"
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	if _, err := io.WriteString(c, req); err != nil {
 		c.Close()
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	br := bufio.NewReaderSize(c, 512)
+	selected := ""
 	status, err := br.ReadString('\n')
 	if err != nil {
 		c.Close()
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	if !strings.Contains(status, " 101 ") {
 		c.Close()
-		return nil, nil, fmt.Errorf("handshake: %q", strings.TrimSpace(status))
+		return nil, nil, "", fmt.Errorf("handshake: %q", strings.TrimSpace(status))
 	}
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
 			c.Close()
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 		if line == "\r\n" {
 			break
 		}
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Sec-WebSocket-Protocol") {
+			selected = strings.TrimSpace(v)
+		}
 	}
 	_ = c.SetDeadline(time.Time{})
-	return c, br, nil
+	return c, br, selected, nil
 }
 
 // sourceAddr spreads connections over 127.1.0.0/16, 250 per address.

@@ -17,6 +17,17 @@ import (
 	"github.com/lxzan/gws"
 )
 
+// Subprotocols every server offers, as the hub will.
+var subprotocols = []string{"corral.v1.proto", "corral.v1.json"}
+
+// closeTrigger is the message that makes every server close the connection
+// itself with closeCode and closeReason, as the hub does when it sheds.
+const (
+	closeTrigger = "please-close"
+	closeCode    = 4000
+	closeReason  = "retry_after_ms=1500 slow consumer"
+)
+
 // server is one candidate: an echo server (every data message is sent
 // back with the same type) with the read limit maxMessage, that counts its
 // open WebSocket connections.
@@ -61,6 +72,7 @@ func (s *gorillaServer) Start(addr string) (string, error) {
 	up := websocket.Upgrader{
 		CheckOrigin:     func(*http.Request) bool { return true },
 		WriteBufferPool: &sync.Pool{},
+		Subprotocols:    subprotocols,
 	}
 	a, srv, err := httpServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := up.Upgrade(w, r, nil)
@@ -74,6 +86,10 @@ func (s *gorillaServer) Start(addr string) (string, error) {
 		for {
 			mt, data, err := c.ReadMessage()
 			if err != nil {
+				return
+			}
+			if string(data) == closeTrigger {
+				_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCode, closeReason), time.Now().Add(time.Second))
 				return
 			}
 			if err := c.WriteMessage(mt, data); err != nil {
@@ -95,7 +111,7 @@ type coderServer struct {
 
 func (s *coderServer) Start(addr string) (string, error) {
 	a, srv, err := httpServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := coder.Accept(w, r, &coder.AcceptOptions{InsecureSkipVerify: true})
+		c, err := coder.Accept(w, r, &coder.AcceptOptions{InsecureSkipVerify: true, Subprotocols: subprotocols})
 		if err != nil {
 			return
 		}
@@ -107,6 +123,10 @@ func (s *coderServer) Start(addr string) (string, error) {
 		for {
 			mt, data, err := c.Read(ctx)
 			if err != nil {
+				return
+			}
+			if string(data) == closeTrigger {
+				_ = c.Close(closeCode, closeReason)
 				return
 			}
 			if err := c.Write(ctx, mt, data); err != nil {
@@ -137,6 +157,10 @@ func (h gwsHandler) OnPing(c *gws.Conn, p []byte) {
 func (h gwsHandler) OnPong(*gws.Conn, []byte) {}
 func (h gwsHandler) OnMessage(c *gws.Conn, m *gws.Message) {
 	defer m.Close()
+	if m.Data.String() == closeTrigger {
+		_ = c.WriteClose(closeCode, []byte(closeReason))
+		return
+	}
 	_ = c.WriteMessage(m.Opcode, m.Bytes())
 }
 
@@ -149,6 +173,7 @@ func (s *gwsServer) Start(addr string) (string, error) {
 	srv := gws.NewServer(gwsHandler{s}, &gws.ServerOption{
 		ReadMaxPayloadSize: maxMessage,
 		CheckUtf8Enabled:   true,
+		SubProtocols:       subprotocols,
 	})
 	go func() { _ = srv.RunListener(ln) }()
 	return ln.Addr().String(), nil
@@ -170,6 +195,7 @@ type nbioServer struct {
 func (s *nbioServer) Start(addr string) (string, error) {
 	up := nbws.NewUpgrader()
 	up.CheckOrigin = func(*http.Request) bool { return true }
+	up.Subprotocols = subprotocols
 	// No read deadline: idle sessions are kept by application pings.
 	up.KeepaliveTime = 0
 	up.MessageLengthLimit = maxMessage
@@ -178,6 +204,11 @@ func (s *nbioServer) Start(addr string) (string, error) {
 	up.OnMessage(func(c *nbws.Conn, mt nbws.MessageType, data []byte) {
 		if s.appUTF8 && mt == nbws.TextMessage && !utf8.Valid(data) {
 			_ = c.WriteClose(1007, "")
+			_ = c.Close()
+			return
+		}
+		if string(data) == closeTrigger {
+			_ = c.WriteClose(closeCode, closeReason)
 			_ = c.Close()
 			return
 		}
