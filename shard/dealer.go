@@ -165,16 +165,24 @@ func mulFrac(hi, lo, r uint64) (digit, nhi, nlo uint64) {
 }
 
 // insertNth returns the v-th smallest value not in taken[:m] (sorted
-// ascending) and inserts it, keeping taken[:m+1] sorted.
+// ascending) and inserts it, keeping taken[:m+1] sorted. The scan is
+// branch-free (a conditional move per element): with random digits the
+// comparisons are unpredictable, and mispredicted branches would dominate
+// the cost of a deal.
 func insertNth(taken *[MaxHand]int32, m int, v int32) int32 {
-	i := 0
-	for ; i < m && taken[i] <= v; i++ {
-		v++
+	pos := 0
+	for _, t := range taken[:m] {
+		le := int32(0)
+		if t <= v {
+			le = 1
+		}
+		v += le
+		pos += int(le)
 	}
-	for j := m; j > i; j-- {
+	for j := m; j > pos; j-- {
 		taken[j] = taken[j-1]
 	}
-	taken[i] = v
+	taken[pos] = v
 	return v
 }
 

@@ -65,7 +65,7 @@ func ExampleStable() {
 	}
 	fmt.Println()
 	// Output:
-	// edge-b2 edge-a1
+	// edge-b3 edge-a2
 }
 
 func ExampleAssigner() {

@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -228,10 +229,10 @@ func (s *Stable) top(dst []int, th uint64, d *deck, k int) []int {
 	var cut uint64
 	slope := math.Inf(1)
 	weight := d.weight
-	for j, w := range d.wh {
-		u := mix64(th ^ w)
-		if u < cut {
-			continue
+	for j := 0; ; j++ {
+		var u uint64
+		if j, u = scan(d.wh, th, cut, j); j == len(d.wh) {
+			break
 		}
 		c := candidate{u: u, i: int32(j)}
 		if !s.uniform {
@@ -264,6 +265,18 @@ func (s *Stable) top(dst []int, th uint64, d *deck, k int) []int {
 		}
 	}
 	return dst
+}
+
+// scan returns the first index j >= from whose pair hash with th is at
+// least cut, and that hash; j is len(wh) when there is none. It is the
+// hot loop of a stable hand, kept small so that it runs in registers.
+func scan(wh []uint64, th, cut uint64, from int) (int, uint64) {
+	for j := from; j < len(wh); j++ {
+		if u := mix64(th ^ wh[j]); u >= cut {
+			return j, u
+		}
+	}
+	return len(wh), 0
 }
 
 // bounds returns the pruning bounds of top for a full selection whose
@@ -302,14 +315,14 @@ func (s *Stable) better(d *deck, a, b candidate) bool {
 	return s.workers[ai].ID < s.workers[bi].ID
 }
 
-// mix64 is the finaliser of SplitMix64, a bijection with full avalanche.
+// mix64 scores a (tenant, worker) pair from the XOR of their keyed hashes:
+// the 128-bit product with an odd constant folded onto 64 bits (the "mum"
+// step of wyhash). The inputs are already keyed SipHash values; the
+// multiply breaks the XOR structure so that each tenant ranks the workers
+// in an unrelated order, at one multiplication per worker.
 func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	hi, lo := bits.Mul64(x, 0x9e3779b97f4a7c15)
+	return hi ^ lo
 }
 
 // portableLog returns ln(x) for x in (0, 1] using only correctly rounded

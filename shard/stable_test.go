@@ -362,3 +362,40 @@ func TestStableMatchesBruteForce(t *testing.T) {
 func siphashString(s *Stable, id string) uint64 {
 	return siphash.Hash(s.k0, s.k1, []byte(id))
 }
+
+// TestStableOverlapIsHypergeometric checks that the hands of different
+// tenants are independent: the overlap of consecutive tenants' hands
+// follows the exact hypergeometric distribution (chi-square at 0.001,
+// overlaps of 2 and more pooled so that every cell expects > 5).
+func TestStableOverlapIsHypergeometric(t *testing.T) {
+	const n, k, pairs = 64, 4, 30000
+	for _, weight := range []func(int) float64{nil, func(int) float64 { return 2 }} {
+		s := mustStable(t, StableConfig{Workers: namedWorkers(n, weight, nil), HandSize: k})
+		counts := make([]int, 3)
+		prev := handIDs(s, "pair-0")
+		for i := 1; i <= pairs; i++ {
+			cur := handIDs(s, fmt.Sprint("pair-", i))
+			o := 0
+			for w := range cur {
+				if prev[w] {
+					o++
+				}
+			}
+			counts[min(o, 2)]++
+			prev = cur
+		}
+		p, _ := Overlap(n, k)
+		x := 0.0
+		for o := range 3 {
+			e := ratFloat(p[o]) * pairs
+			if o == 2 {
+				e = (1 - ratFloat(p[0]) - ratFloat(p[1])) * pairs
+			}
+			x += (float64(counts[o]) - e) * (float64(counts[o]) - e) / e
+		}
+		// Critical value of chi-square with 2 degrees of freedom at 0.001.
+		if x > 13.82 {
+			t.Errorf("overlap counts %v: chi-square %.1f > 13.82", counts, x)
+		}
+	}
+}

@@ -170,7 +170,7 @@ func TestShardHandStableAndLattice(t *testing.T) {
 		t.Fatalf("exit %d %s %s", code, out, errOut)
 	}
 	// The same hand as shard.ExampleStable.
-	if h.Mode != "lattice" || !slices.Equal(h.WorkerIDs, []string{"edge-b2", "edge-a1"}) {
+	if h.Mode != "lattice" || !slices.Equal(h.WorkerIDs, []string{"edge-b3", "edge-a2"}) {
 		t.Fatalf("lattice hand %+v", h)
 	}
 	os.WriteFile(file, []byte("w1 x\n"), 0o644)
