@@ -66,8 +66,9 @@ const (
 	CloseSessionReplaced CloseCode = 4007
 )
 
-// closeNames holds the short names of the known codes; indexed lookups go
-// through a switch so that no package-level map is needed.
+// name returns the short name of a code of the table, "" for any other. A
+// switch rather than a package-level map keeps the package free of mutable
+// state.
 func (c CloseCode) name() string {
 	switch c {
 	case CloseNormal:

@@ -33,7 +33,7 @@ type DecodeError struct {
 	Err  error
 }
 
-// Error returns "wire: decode json frame (close 1007 invalid payload): cause".
+// Error returns "wire: decode frame (close 1007 invalid payload): cause".
 func (e *DecodeError) Error() string {
 	return "wire: decode frame (close " + e.Code.String() + "): " + e.Err.Error()
 }
