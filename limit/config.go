@@ -288,6 +288,8 @@ func def[T comparable](p *T, d T) {
 // limit with defaults, the system clock, a 20 ms flush interval.
 type LimiterConfig struct {
 	// Limit is the algorithm. Nil means NewGradient(GradientConfig{}).
+	// Give each Limiter its own Limit: two Limiters feeding one Limit
+	// would mix their windows.
 	Limit Limit `yaml:"-"`
 	// Clock is the time source. Nil means the system clock.
 	Clock Clock `yaml:"-"`

@@ -1,9 +1,6 @@
 package limit
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // Gradient is the gradient concurrency limit: once per window,
 //
@@ -90,12 +87,4 @@ func (g *Gradient) step(sum summary) {
 	if k.saturated(sum) {
 		k.est += k.increase(q)
 	}
-}
-
-// rttRatio is the measured over the ideal latency, for tests and logs.
-func rttRatio(rtt, ideal time.Duration) float64 {
-	if ideal <= 0 {
-		return 0
-	}
-	return float64(rtt) / float64(ideal)
 }

@@ -50,7 +50,7 @@ func bucketValue(i int) time.Duration {
 type hist struct {
 	counts   [numBuckets]int64
 	total    int64
-	lo, hi   int // range of touched buckets, lo > hi when empty
+	lo, hi   int // range of touched buckets, valid when hasRange
 	hasRange bool
 }
 
