@@ -40,7 +40,7 @@ type Clock interface {
 // goroutine whose Success crosses the interval; no goroutine is started.
 //
 // A Limiter is safe for concurrent use. The zero value is not usable; call
-// NewLimiter.
+// NewLimiter. Lock order: the Limiter's flush mutex, then the Limit's own.
 type Limiter struct {
 	_    [64]byte
 	word atomic.Uint64 // low 32 bits: in-flight; high 32 bits: acquisitions
@@ -75,7 +75,7 @@ type Limiter struct {
 	lastRej  [2]int64
 	reserve  [2]float64
 	hold     [2]float64 // decaying recent peak in-flight of P0 and P1
-	decay    float64    // per flush: half-life of one second
+	lastNs   int64      // time of the last flush, ns since base
 }
 
 // Token is an admitted unit of work. It is a small value: copy it freely,
@@ -104,9 +104,8 @@ func NewLimiter(cfg LimiterConfig) (*Limiter, error) {
 	} else {
 		l.base = time.Now()
 	}
-	l.decay = math.Pow(0.5, cfg.FlushInterval.Seconds())
 	l.flushAt.Store(math.MinInt64)
-	l.setCeilings(l.lim.Limit(), 0, 0)
+	l.setCeilings(l.lim.Limit(), 0, 0, 0)
 	return l, nil
 }
 
@@ -393,20 +392,23 @@ func (l *Limiter) flush(now int64) {
 	for i := range peaks {
 		peaks[i] = l.prioPeak[i].Swap(l.prio[i].Load())
 	}
-	l.setCeilings(l.lim.Limit(), peaks[0], peaks[1])
+	elapsed := time.Duration(now - l.lastNs)
+	l.lastNs = now
+	l.setCeilings(l.lim.Limit(), peaks[0], peaks[1], elapsed)
 }
 
 // setCeilings computes the admission ceiling of each priority from the
 // limit and the recent demand of P0 and P1. Called with l.mu held (or
 // before the Limiter is shared).
-func (l *Limiter) setCeilings(limit int, peak0, peak1 int64) {
+func (l *Limiter) setCeilings(limit int, peak0, peak1 int64, elapsed time.Duration) {
+	decay := math.Pow(0.5, max(0, elapsed.Seconds())) // half-life of one second
 	lim := float64(limit)
 	peaks := [2]int64{peak0, peak1}
 	mins := [2]float64{l.cfg.Reserve.P0, l.cfg.Reserve.P1}
 	for i := range 2 {
 		rej := l.prioRej[i].Load()
-		// The recent peak decays by half a second; below 0.1 it is gone.
-		h := max(float64(peaks[i]), l.hold[i]*l.decay)
+		// The recent peak halves every second; below 0.1 it is gone.
+		h := max(float64(peaks[i]), l.hold[i]*decay)
 		if h < 0.1 {
 			h = 0
 		}
