@@ -52,7 +52,7 @@ func (s *Sim) Census() (Census, error) {
 	if c.Waiting != s.wheel.total {
 		return c, fmt.Errorf("sim: wheel counts %d waiting, holds %d", s.wheel.total, c.Waiting)
 	}
-	if len(s.fails) > 0 {
+	if len(s.fails) > 0 { // Census runs between steps, when every failure has its delay
 		return c, fmt.Errorf("sim: %d failed cohorts not yet scheduled", len(s.fails))
 	}
 	return c, nil

@@ -153,15 +153,16 @@ func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, demand int64, st 
 		byPrio[s.prioOf(int(c.flow))] += c.n
 	}
 	admitted, sever, hints := o.adm.admit(now, o.work, byPrio, o.connPrio)
-	out := make([]cohort, 0, len(arr))
+	out := s.admitted[:0]
 	demand = 0
 	for p := range s.nP {
-		var group []cohort
+		group := s.group[:0]
 		for _, c := range arr {
 			if s.prioOf(int(c.flow)) == p {
 				group = append(group, c)
 			}
 		}
+		s.group = group
 		if len(group) == 0 {
 			continue
 		}
@@ -176,6 +177,7 @@ func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, demand int64, st 
 			s.sever(i, p, n, hints[p], st)
 		}
 	}
+	s.admitted = out
 	return out, demand
 }
 

@@ -46,19 +46,22 @@ type Sim struct {
 	routes []route
 	load   []float64
 
-	rng   *rand.Rand
-	fails map[failKey]int64
+	rng      *rand.Rand
+	fails    map[uint64]int64 // this step's failures by packed failKey
+	failKeys []uint64         // scratch of settleFails
 
 	drops   []dropEvent
 	detect  int
 	poison  []int // tenant -> step the poison starts, -1 none
 	tenants *tenantTrack
 
-	due     []cohort
-	split   []int64
-	out     []Step
-	summary Summary
-	start   time.Time
+	due      []cohort
+	group    []cohort // scratch of adaptiveAdmit
+	admitted []cohort // scratch of adaptiveAdmit
+	split    []int64
+	out      []Step
+	summary  Summary
+	start    time.Time
 }
 
 // pending is a cohort whose handshake completes (ok) or times out at a
@@ -101,11 +104,11 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 		nT:    sc.Population.Tenants,
 		nK:    sc.Geography.PoPs,
 		rng:   rand.New(rand.NewPCG(sc.Seed, 0x5eed)),
-		fails: make(map[failKey]int64),
+		fails: make(map[uint64]int64),
 	}
 	s.nF = s.nK * s.nT * s.nP
-	if s.nF > 2_000_000 {
-		return nil, fmt.Errorf("sim: %d pops x %d tenants x %d priorities is more than 2,000,000 flows", s.nK, s.nT, s.nP)
+	if s.nF >= 1<<flowBits {
+		return nil, fmt.Errorf("sim: %d pops x %d tenants x %d priorities is more than %d flows", s.nK, s.nT, s.nP, 1<<flowBits-1)
 	}
 	for _, p := range sc.Population.Priorities {
 		s.prioNames = append(s.prioNames, p.Name)
@@ -327,9 +330,9 @@ func (s *Sim) fail(c cohort, n int64, hint time.Duration) {
 	}
 	fk := failKey{key: key{c.flow, c.attempt, c.prev}}
 	if hint > 0 {
-		fk.hint = int32(max(1, stepsOf(hint, s.dt)))
+		fk.hint = int32(min(maxSteps, max(1, stepsOf(hint, s.dt))))
 	}
-	s.fails[fk] += n
+	s.fails[fk.pack()] += n
 	if s.tenants != nil {
 		s.tenants.failed(s.tenantOf(int(c.flow)), s.now)
 	}

@@ -404,10 +404,17 @@ func (s *Sim) requests(st *Step) {
 	}
 }
 
-// settleFails draws the next delay of every device that failed in step t.
+// settleFails draws the next delay of every device that failed in step t,
+// once per distinct cohort, in key order.
 func (s *Sim) settleFails(t int) {
-	for fk, n := range s.fails {
-		s.spread.spread(s.wheel, t, fk, n, hashU(uint64(t), uint64(fk.flow), uint64(fk.attempt), uint64(fk.prev)))
+	s.failKeys = s.failKeys[:0]
+	for k := range s.fails {
+		s.failKeys = append(s.failKeys, k)
+	}
+	slices.Sort(s.failKeys)
+	for _, p := range s.failKeys {
+		fk := unpackFail(p)
+		s.spread.spread(s.wheel, t, fk, s.fails[p], hashU(uint64(t), p))
 	}
 	clear(s.fails)
 }

@@ -39,22 +39,53 @@ func cmpKey(a, b key) int {
 	}
 }
 
-// failKey is a failed cohort waiting to draw its delay: hint marks a
-// rejection that carried a retry-after.
+// Bit widths of a key packed in a uint64 (flow highest, so packed keys
+// sort like keys). New bounds flows below 1<<flowBits; attempts stop at
+// the spreader's attemptCap (at most 64); previous delays and hints are
+// clamped to maxSteps steps.
+const (
+	flowBits    = 22
+	attemptBits = 7
+	stepBits    = 17
+	maxSteps    = 1<<stepBits - 1
+)
+
+func (k key) pack() uint64 {
+	return uint64(k.flow)<<(attemptBits+stepBits) | uint64(k.attempt)<<stepBits | uint64(k.prev)
+}
+
+func unpack(p uint64) key {
+	return key{
+		flow:    int32(p >> (attemptBits + stepBits)),
+		attempt: uint16(p >> stepBits & (1<<attemptBits - 1)),
+		prev:    int32(p & maxSteps),
+	}
+}
+
+// failKey is a failed cohort waiting to draw its delay: hint is the
+// retry-after it carries, in steps (0 when none).
 type failKey struct {
 	key
-	hint int32 // retry-after in steps, 0 when none
+	hint int32
+}
+
+func (f failKey) pack() uint64 { return f.key.pack()<<stepBits | uint64(f.hint) }
+
+func unpackFail(p uint64) failKey {
+	return failKey{key: unpack(p >> stepBits), hint: int32(p & maxSteps)}
 }
 
 // wheel holds the waiting devices in bins of one step, a ring long enough
-// for the longest delay the policy can draw.
+// for the longest delay the policy can draw; a bin maps packed keys to
+// counts.
 type wheel struct {
-	bins  []map[key]int64
+	bins  []map[uint64]int64
 	total int64
+	keys  []uint64 // scratch of take
 }
 
 func newWheel(size int) *wheel {
-	return &wheel{bins: make([]map[key]int64, size)}
+	return &wheel{bins: make([]map[uint64]int64, size)}
 }
 
 func (w *wheel) add(step int, k key, n int64) {
@@ -63,9 +94,9 @@ func (w *wheel) add(step int, k key, n int64) {
 	}
 	b := &w.bins[step%len(w.bins)]
 	if *b == nil {
-		*b = make(map[key]int64)
+		*b = make(map[uint64]int64)
 	}
-	(*b)[k] += n
+	(*b)[k.pack()] += n
 	w.total += n
 }
 
@@ -74,12 +105,17 @@ func (w *wheel) add(step int, k key, n int64) {
 func (w *wheel) take(step int, dst []cohort) []cohort {
 	dst = dst[:0]
 	b := w.bins[step%len(w.bins)]
-	for k, n := range b {
+	w.keys = w.keys[:0]
+	for k := range b {
+		w.keys = append(w.keys, k)
+	}
+	slices.Sort(w.keys)
+	for _, p := range w.keys {
+		k, n := unpack(p), b[p]
 		dst = append(dst, cohort{k.flow, k.attempt, k.prev, n})
 		w.total -= n
 	}
 	clear(b)
-	slices.SortFunc(dst, func(a, b cohort) int { return cmpKey(a.key(), b.key()) })
 	return dst
 }
 
@@ -182,7 +218,7 @@ func (s *spreader) spread(w *wheel, now int, fk failKey, n int64, u0 float64) {
 		off := s.offset(d)
 		var prev int32
 		if s.usePrev {
-			prev = int32(off)
+			prev = int32(min(off, maxSteps))
 		}
 		if off == runOff && prev == runPrev {
 			runN += m
