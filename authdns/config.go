@@ -270,7 +270,7 @@ func (c *Config) Validate() error {
 		return errors.Join(errs...)
 	}
 	// Compiling the zones checks every record.
-	_, err := compile(c, nil)
+	_, err := compile(c)
 	return err
 }
 

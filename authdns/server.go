@@ -65,18 +65,19 @@ type Server struct {
 
 	state atomic.Pointer[state]
 
-	mu       sync.Mutex // guards the fields below
-	udp      []*net.UDPConn
-	tcp      net.Listener
-	conns    map[net.Conn]struct{}
-	running  bool
-	shutdown bool
-	cancel   context.CancelFunc
-	started  chan struct{}
-	done     chan struct{}
-	wg       sync.WaitGroup
-	ready    atomic.Bool
-	reloads  atomic.Uint64
+	mu        sync.Mutex // guards the fields below
+	udp       []*net.UDPConn
+	tcp       net.Listener
+	conns     map[net.Conn]struct{}
+	running   bool
+	shutdown  bool
+	cancel    context.CancelFunc
+	started   chan struct{}
+	startOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+	ready     atomic.Bool
+	reloads   atomic.Uint64
 }
 
 // New validates cfg and builds a Server. It does no I/O and starts no
@@ -126,7 +127,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 
 // build compiles the state of cfg.
 func (s *Server) build(cfg *Config) (*state, error) {
-	zs, err := compile(cfg, nil)
+	zs, err := compile(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -174,12 +175,13 @@ func (s *Server) Reload(cfg *Config) error {
 // clean stop. Run may be called once.
 func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
-	if s.running || s.shutdown {
+	if s.running {
 		s.mu.Unlock()
-		close(s.done)
-		if s.running {
-			return errors.New("authdns: Run called twice")
-		}
+		return errors.New("authdns: Run called twice")
+	}
+	if s.shutdown {
+		s.mu.Unlock()
+		s.markStarted()
 		return nil
 	}
 	s.running = true
@@ -189,7 +191,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	udp, tcp, err := listen(s.cfg.Listen, s.cfg.sockets())
 	if err != nil {
-		close(s.started)
+		s.markStarted()
 		s.cancel()
 		return fmt.Errorf("authdns: %w", err)
 	}
@@ -205,7 +207,7 @@ func (s *Server) Run(ctx context.Context) error {
 			s.log.Error("health checker", "err", err)
 		}
 	}()
-	for i, c := range udp {
+	for _, c := range udp {
 		st := &stats{}
 		s.coll.add(st)
 		w := newWorker(s, st, rand.Uint64())
@@ -214,7 +216,6 @@ func (s *Server) Run(ctx context.Context) error {
 			defer s.wg.Done()
 			w.serveUDP(c)
 		}()
-		_ = i
 	}
 	s.wg.Add(1)
 	go func() {
@@ -222,7 +223,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.serveTCP(tcp)
 	}()
 	s.ready.Store(true)
-	close(s.started)
+	s.markStarted()
 	s.log.Info("dns server up", "addr", udp[0].LocalAddr().String(), "udp_sockets", len(udp), "zones", len(s.state.Load().zones.zones))
 
 	<-ctx.Done()
@@ -269,6 +270,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("authdns: shutdown: %w", ctx.Err())
 	}
 }
+
+// markStarted closes started once.
+func (s *Server) markStarted() { s.startOnce.Do(func() { close(s.started) }) }
 
 // Started is closed once Run has bound its sockets (or failed to).
 func (s *Server) Started() <-chan struct{} { return s.started }

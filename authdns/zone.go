@@ -91,7 +91,7 @@ func (n *node) set(t uint16) *rrset {
 
 // compile builds the zoneSet of cfg. Its errors are config field errors
 // naming the key.
-func compile(cfg *Config, _ any) (*zoneSet, error) {
+func compile(cfg *Config) (*zoneSet, error) {
 	zs := &zoneSet{zones: make(map[string]*zone)}
 	var errs []error
 	for zi, zc := range cfg.Zones {
