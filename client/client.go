@@ -108,6 +108,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		next: rand.IntN(len(cfg.Addrs)), pending: make(map[uint64]chan *corralv1.ServerFrame), subs: make(map[string]*chanState),
 	}
 	c.cond = sync.NewCond(&c.mu)
+	if cfg.InOrder {
+		c.next = 0
+	}
 	var lastErr error
 	for range cfg.Addrs {
 		cn, err := c.connect(ctx)

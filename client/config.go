@@ -16,6 +16,8 @@ type Config struct {
 	// example "ws://127.0.0.1:8080/v1/ws"); a gRPC address is
 	// "grpc://host:port" or a bare "host:port" with Transport "grpc".
 	Addrs []string
+	// InOrder tries Addrs from the first instead of from a random one.
+	InOrder bool
 	// Transport is "ws" (default) or "grpc"; a URL scheme overrides it.
 	Transport string
 	// JSON selects the corral.v1.json WebSocket subprotocol instead of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,36 @@ type hubChannel struct {
 	mu   sync.Mutex
 	subs map[*session]*subscription
 	last history.Position // newest message handed to local subscribers
+	// recent are the newest messages handed out, contiguous up to last
+	// and of its epoch, at most recentCap: resumes of hot channels (a
+	// reconnect storm) are answered from here without reading the store.
+	recent []history.Message
+}
+
+// recentCap bounds hubChannel.recent.
+const recentCap = 256
+
+// recover answers a resume from the channel's recent messages, if they
+// cover it with messages younger than cutoff (so that the answer is the
+// store's). Called with ch.mu held.
+func (ch *hubChannel) recover(from history.Position, cutoff time.Time) (history.Recovery, bool) {
+	last := ch.last
+	switch {
+	case from == (history.Position{}):
+		return history.Recovery{Current: last, Recovered: true}, true
+	case last == (history.Position{}) || from.Epoch != last.Epoch || from.Offset > last.Offset:
+		return history.Recovery{}, false
+	case from.Offset == last.Offset:
+		return history.Recovery{Current: last, Recovered: true}, true
+	}
+	if len(ch.recent) == 0 || ch.recent[0].Offset > from.Offset+1 {
+		return history.Recovery{}, false
+	}
+	i := int(from.Offset + 1 - ch.recent[0].Offset)
+	if !ch.recent[i].Time.After(cutoff) {
+		return history.Recovery{}, false
+	}
+	return history.Recovery{Messages: slices.Clone(ch.recent[i:]), Current: last, Recovered: true}, true
 }
 
 func (h *Hub) shardFor(key string) *chanShard {
@@ -220,6 +251,15 @@ func (h *Hub) dispatch(ctx context.Context, ch *hubChannel, msg history.Message)
 		for s, sub := range ch.subs {
 			s.deliver(sub, d)
 		}
+		if m.Epoch != ch.last.Epoch || m.Offset != ch.last.Offset+1 {
+			clear(ch.recent)
+			ch.recent = ch.recent[:0]
+		}
+		if len(ch.recent) == recentCap {
+			ch.recent[0] = history.Message{}
+			ch.recent = ch.recent[1:]
+		}
+		ch.recent = append(ch.recent, m)
 		ch.last = history.Position{Epoch: m.Epoch, Offset: m.Offset}
 	}
 }

@@ -40,6 +40,7 @@ func startHub(t *testing.T, mod func(*Config, *Options)) *testHub {
 		APIKeys: []auth.APIKeyConfig{{Name: "test", Key: testAPIKey, Tenants: []string{"*"}}},
 	}
 	cfg.Drain.Deadline = 5 * time.Second
+	cfg.Session.PublishRate, cfg.Session.PublishBurst = 10000, 10000
 	reg := prometheus.NewRegistry()
 	opts := Options{Registerer: reg}
 	if mod != nil {
@@ -157,20 +158,29 @@ func dialClient(t *testing.T, cfg client.Config) *client.Client {
 // nextEvent waits for the next event of one of kinds, skipping others.
 func nextEvent(t *testing.T, c *client.Client, kinds ...client.EventKind) client.Event {
 	t.Helper()
+	e, err := awaitEvent(c, kinds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// awaitEvent is nextEvent for goroutines other than the test's.
+func awaitEvent(c *client.Client, kinds ...client.EventKind) (client.Event, error) {
 	timeout := time.After(15 * time.Second)
 	for {
 		select {
 		case e, ok := <-c.Events():
 			if !ok {
-				t.Fatal("events closed")
+				return e, fmt.Errorf("events closed")
 			}
 			for _, k := range kinds {
 				if e.Kind == k {
-					return e
+					return e, nil
 				}
 			}
 		case <-timeout:
-			t.Fatalf("no event of kinds %v", kinds)
+			return client.Event{}, fmt.Errorf("no event of kinds %v", kinds)
 		}
 	}
 }

@@ -428,6 +428,29 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	return nil
 }
 
+// abort stops the hub as a crash would: connections are cut without a
+// frame, nothing is drained. Tests use it to kill a hub of a fleet.
+func (h *Hub) abort() {
+	h.draining.Store(true)
+	h.closeListeners()
+	h.mu.Lock()
+	g := h.grpcSrv
+	stop := h.cancelRun
+	h.mu.Unlock()
+	if g != nil {
+		g.Stop()
+	}
+	for _, s := range h.snapshotSessions() {
+		if a, ok := s.tr.(interface{ abort() }); ok {
+			a.abort()
+		}
+	}
+	if stop != nil {
+		stop()
+	}
+	<-h.done
+}
+
 // drain sends GoAway to every session, Rate per second, and waits for the
 // sessions to leave.
 func (h *Hub) drain(ctx context.Context) {

@@ -16,6 +16,7 @@ type metrics struct {
 	dropped        *prometheus.CounterVec // priority
 	published      *prometheus.CounterVec // api
 	resumes        *prometheus.CounterVec // result
+	resumeSource   *prometheus.CounterVec // source
 	backfills      prometheus.Counter
 	channels       prometheus.Gauge
 	historyErrors  prometheus.Counter
@@ -42,6 +43,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Messages published through this hub, by API (session, grpc, http, nats, ingest)."}, []string{"api"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_resumes_total",
 			Help: "Subscriptions that asked to resume, by result (recovered, gap)."}, []string{"result"}),
+		resumeSource: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_subscribe_sources_total",
+			Help: "Where subscriptions got their position and missed messages: recent (the hub's in-memory tail of the channel) or store (history)."}, []string{"source"}),
 		backfills: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_hub_backfills_total",
 			Help: "Holes in the NATS fan-out filled from history."}),
 		channels: prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_hub_channels",
@@ -53,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsOpened, m.closes, m.authRejected, m.framesIn, m.delivered,
-			m.dropped, m.published, m.resumes, m.backfills, m.channels, m.historyErrors, m.shed)
+			m.dropped, m.published, m.resumes, m.resumeSource, m.backfills, m.channels, m.historyErrors, m.shed)
 	}
 	return m
 }

@@ -289,13 +289,27 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 	if resumed {
 		from = history.Position{Epoch: req.GetFrom().GetEpoch(), Offset: req.GetFrom().GetOffset()}
 	}
-	r, err := h.store.Since(ctx, sub.key, from)
-	if err != nil {
-		h.metrics.historyErrors.Inc()
-		h.detach(s, ch)
-		s.dropSub(name, sub)
-		s.errorReply(id, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "history unavailable"})
-		return
+	ch.mu.Lock()
+	r, ok := ch.recover(from, h.now().Add(-h.histCfg.Window))
+	ch.mu.Unlock()
+	if ok {
+		h.metrics.resumeSource.WithLabelValues("recent").Inc()
+	} else {
+		h.metrics.resumeSource.WithLabelValues("store").Inc()
+		var err error
+		if r, err = h.store.Since(ctx, sub.key, from); err != nil {
+			h.metrics.historyErrors.Inc()
+			s.log.Warn("resume failed", "channel", name, "err", err)
+			h.detach(s, ch)
+			s.dropSub(name, sub)
+			c := wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "history unavailable"}
+			if id == 0 {
+				s.close(c, true) // a resume in Hello: the client reconnects and tries again
+			} else {
+				s.errorReply(id, c)
+			}
+			return
+		}
 	}
 	if resumed {
 		res := "recovered"

@@ -59,6 +59,9 @@ func (t *wsTransport) closeWith(c wire.Close) {
 	_ = t.conn.WriteClose(uint16(c.Code), []byte(c.Reason()))
 }
 
+// abort cuts the TCP connection without a close frame.
+func (t *wsTransport) abort() { _ = t.conn.NetConn().Close() }
+
 func (h *Hub) wsUpgrader() *gws.Upgrader {
 	return gws.NewUpgrader(wsHandler{h: h}, &gws.ServerOption{
 		ReadMaxPayloadSize: h.codecCheck.Config().MaxFrameBytes,

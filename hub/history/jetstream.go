@@ -240,12 +240,11 @@ func (j *JetStream) load(ctx context.Context, channel string, after, upto, lastS
 	}
 	var out []Message
 	for {
-		batch, err := cons.Fetch(j.cfg.MaxMessages, jetstream.FetchMaxWait(time.Second))
+		batch, err := cons.Fetch(j.cfg.MaxMessages, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return nil, fmt.Errorf("history: read %s: %w", channel, err)
 		}
 		n := 0
-		done := false
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
@@ -260,15 +259,20 @@ func (j *JetStream) load(ctx context.Context, channel string, after, upto, lastS
 				out = append(out, msg)
 			}
 			if md.Sequence.Stream >= lastSeq || msg.Offset >= upto {
-				done = true
-				break
+				return out, nil
 			}
 		}
-		if done || n == 0 {
-			return out, nil
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
 			return nil, fmt.Errorf("history: read %s: %w", channel, err)
+		}
+		if n == 0 {
+			// The newest message was there a moment ago: either it aged
+			// out meanwhile (then what is left is all there is) or the
+			// read timed out, which must not pass for a gap.
+			if cur, err := j.fetchLast(ctx, channel); err == nil && cur.seq < lastSeq {
+				return out, nil
+			}
+			return nil, fmt.Errorf("history: read %s: no message within 5s", channel)
 		}
 	}
 }
