@@ -381,9 +381,17 @@ func (l *Limiter) flush(now int64) {
 	if d := l.drops.Swap(0); d > 0 {
 		_, _ = l.lim.Update(Sample{Start: start, Dropped: true, InFlight: peak, Weight: d})
 	}
+	elapsed := time.Duration(now - l.lastNs)
+	l.lastNs = now
 	if !l.cfg.TimeEvery {
+		// Acquisitions per flush interval, over what may have been a
+		// longer gap, divided by the timed tokens wanted per interval.
+		rate := float64(acquired)
+		if elapsed > l.cfg.FlushInterval {
+			rate *= float64(l.cfg.FlushInterval) / float64(elapsed)
+		}
 		stride := uint64(1)
-		if per := acquired / int64(l.cfg.SamplesPerFlush); per > 1 {
+		if per := int64(rate) / int64(l.cfg.SamplesPerFlush); per > 1 {
 			stride = min(uint64(1)<<bits.Len64(uint64(per-1)), 1<<16)
 		}
 		l.mask.Store(stride - 1)
@@ -392,8 +400,6 @@ func (l *Limiter) flush(now int64) {
 	for i := range peaks {
 		peaks[i] = l.prioPeak[i].Swap(l.prio[i].Load())
 	}
-	elapsed := time.Duration(now - l.lastNs)
-	l.lastNs = now
 	l.setCeilings(l.lim.Limit(), peaks[0], peaks[1], elapsed)
 }
 

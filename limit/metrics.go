@@ -64,8 +64,9 @@ type ShedderSnapshot struct {
 	// Transitions is the number of stage changes.
 	Transitions int64
 	// Latency is the latency percentile of the last evaluation that had
-	// enough samples, and Samples the number of latencies it saw.
+	// enough samples.
 	Latency time.Duration
+	// Samples is the number of latencies that evaluation saw.
 	Samples int64
 	// FallDwell is the current (possibly damped) fall dwell.
 	FallDwell time.Duration
@@ -105,8 +106,10 @@ type MetricsConfig struct {
 	// ConstLabels are added to every metric (for example the limiter's
 	// role: "conn" or "msg").
 	ConstLabels prometheus.Labels
-	Limiter     *Limiter
-	Shedder     *Shedder
+	// Limiter is the Limiter to export, or nil.
+	Limiter *Limiter
+	// Shedder is the Shedder to export, or nil.
+	Shedder *Shedder
 }
 
 // Collector exports a Limiter's and a Shedder's state as Prometheus

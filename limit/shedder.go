@@ -132,7 +132,9 @@ const maxPending = 5
 
 // Transition records one stage change.
 type Transition struct {
-	At       time.Time
+	// At is when the stage changed.
+	At time.Time
+	// From and To are the stages before and after.
 	From, To Stage
 	// Reason is "latency", "resources", "emergency" or "calm".
 	Reason string
