@@ -79,6 +79,10 @@ type Assigner struct {
 	byID     map[string]int32
 	ids      []string
 	hands    []int32 // k per tenant, in assignment order
+	// Scratch buffers of assign, guarded by mu (a hand passed to the Store
+	// interface escapes, so stack buffers would be heap-allocated per call).
+	hbuf []int
+	kbuf []uint64
 }
 
 // NewAssigner validates cfg, builds the assigner and loads the stored hands
@@ -241,24 +245,27 @@ func (a *Assigner) record(id string, hand []int, keys []uint64) {
 func (a *Assigner) Assign(id string) ([]int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.assign(id)
+	i, err := a.assign(id)
+	if err != nil {
+		return nil, err
+	}
+	return a.handAt(nil, i), nil
 }
 
-func (a *Assigner) assign(id string) ([]int, error) {
+// assign gives id a hand if it has none and returns its position.
+func (a *Assigner) assign(id string) (int, error) {
 	if i, ok := a.byID[id]; ok {
-		return a.handAt(nil, int(i)), nil
+		return int(i), nil
 	}
 	if id == "" {
-		return nil, errors.New("shard: empty tenant id")
+		return 0, errors.New("shard: empty tenant id")
 	}
 	if len(id) > MaxTenantID {
-		return nil, fmt.Errorf("shard: tenant id of %d bytes exceeds %d", len(id), MaxTenantID)
+		return 0, fmt.Errorf("shard: tenant id of %d bytes exceeds %d", len(id), MaxTenantID)
 	}
 	if len(a.ids) >= a.capInt {
-		return nil, fmt.Errorf("shard: capacity bound reached: %s hands of %d out of %d workers can share at most %d workers pairwise", a.capacity, a.cfg.HandSize, a.cfg.Workers, a.cfg.MaxOverlap)
+		return 0, fmt.Errorf("shard: capacity bound reached: %s hands of %d out of %d workers can share at most %d workers pairwise", a.capacity, a.cfg.HandSize, a.cfg.Workers, a.cfg.MaxOverlap)
 	}
-	var hbuf [MaxHand]int
-	var kbuf [64]uint64
 	h0, h1 := siphash.Hash128(a.dealer.k0, a.dealer.k1, []byte(id))
 	hi, lo := h0, h1
 	for attempt := range a.cfg.MaxAttempts {
@@ -269,20 +276,21 @@ func (a *Assigner) assign(id string) ([]int, error) {
 			binary.LittleEndian.PutUint64(buf[16:], uint64(attempt))
 			hi, lo = siphash.Hash128(a.dealer.k0^tweakAttempt, a.dealer.k1, buf[:])
 		}
-		hand := a.dealer.handOfSeed(hbuf[:0], hi, lo)
-		keys, free := a.subsetKeys(kbuf[:0], hand)
+		hand := a.dealer.handOfSeed(a.hbuf[:0], hi, lo)
+		keys, free := a.subsetKeys(a.kbuf[:0], hand)
+		a.hbuf, a.kbuf = hand, keys
 		if !free {
 			continue
 		}
 		if a.cfg.Store != nil {
 			if err := a.cfg.Store.Append(id, hand); err != nil {
-				return nil, err
+				return 0, err
 			}
 		}
 		a.record(id, hand, keys)
-		return slices.Clone(hand), nil
+		return len(a.ids) - 1, nil
 	}
-	return nil, fmt.Errorf("shard: tenant %q: no hand sharing at most %d workers with the %d stored hands in %d attempts (capacity bound %s); the deck is too full for greedy assignment",
+	return 0, fmt.Errorf("shard: tenant %q: no hand sharing at most %d workers with the %d stored hands in %d attempts (capacity bound %s); the deck is too full for greedy assignment",
 		id, a.cfg.MaxOverlap, len(a.ids), a.cfg.MaxAttempts, a.capacity)
 }
 
@@ -303,6 +311,9 @@ func (a *Assigner) AssignAll(ids []string) error {
 	if fresh > a.capInt-len(a.ids) {
 		return fmt.Errorf("shard: %d new tenants plus %d stored exceed the capacity bound %s for hands of %d out of %d workers sharing at most %d",
 			fresh, len(a.ids), a.capacity, a.cfg.HandSize, a.cfg.Workers, a.cfg.MaxOverlap)
+	}
+	if cap(a.hands)-len(a.hands) < fresh*a.cfg.HandSize {
+		a.hands = slices.Grow(a.hands, fresh*a.cfg.HandSize)
 	}
 	for _, id := range ids {
 		if _, err := a.assign(id); err != nil {

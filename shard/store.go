@@ -62,7 +62,8 @@ type FileStore struct {
 	f      *os.File
 	w      *bufio.Writer
 	loaded bool
-	buf    []byte
+	buf    []byte // payload scratch
+	rec    []byte // record scratch
 }
 
 var _ Store = (*FileStore)(nil)
@@ -104,9 +105,10 @@ func (s *FileStore) Load(fn func(id string, hand []int) error) (StoreParams, boo
 	var p StoreParams
 	first := true
 	var hand []int
+	var buf []byte
 	for {
 		off := r.n
-		payload, err := readRecord(r)
+		payload, err := readRecord(r, &buf)
 		if errors.Is(err, io.EOF) && !first {
 			break
 		}
@@ -190,13 +192,12 @@ func (s *FileStore) Append(id string, hand []int) error {
 }
 
 func (s *FileStore) writeRecord(payload []byte) error {
-	var hdr [binary.MaxVarintLen64]byte
-	var sum [4]byte
-	binary.LittleEndian.PutUint32(sum[:], crc32.Checksum(payload, castagnoli))
-	for _, part := range [][]byte{hdr[:binary.PutUvarint(hdr[:], uint64(len(payload)))], payload, sum[:]} {
-		if _, err := s.w.Write(part); err != nil {
-			return fmt.Errorf("shard: store %s: %w", s.path, err)
-		}
+	rec := binary.AppendUvarint(s.rec[:0], uint64(len(payload)))
+	rec = append(rec, payload...)
+	rec = binary.LittleEndian.AppendUint32(rec, crc32.Checksum(payload, castagnoli))
+	s.rec = rec
+	if _, err := s.w.Write(rec); err != nil {
+		return fmt.Errorf("shard: store %s: %w", s.path, err)
 	}
 	return nil
 }
@@ -250,7 +251,8 @@ func (c *countingReader) ReadByte() (byte, error) {
 
 // readRecord reads one record and checks its checksum. It returns io.EOF
 // only at a clean end of file.
-func readRecord(r *countingReader) ([]byte, error) {
+// The payload is read into (and may reallocate) *buf.
+func readRecord(r *countingReader, buf *[]byte) ([]byte, error) {
 	start := r.n
 	size, err := binary.ReadUvarint(r)
 	if err != nil {
@@ -262,12 +264,15 @@ func readRecord(r *countingReader) ([]byte, error) {
 	if size == 0 || size > maxRecord {
 		return nil, fmt.Errorf("record length %d out of range", size)
 	}
-	buf := make([]byte, size+4)
-	if _, err := io.ReadFull(r, buf); err != nil {
+	if uint64(cap(*buf)) < size+4 {
+		*buf = make([]byte, size+4)
+	}
+	b := (*buf)[:size+4]
+	if _, err := io.ReadFull(r, b); err != nil {
 		return nil, fmt.Errorf("truncated record of %d bytes", size)
 	}
-	payload := buf[:size]
-	if binary.LittleEndian.Uint32(buf[size:]) != crc32.Checksum(payload, castagnoli) {
+	payload := b[:size]
+	if binary.LittleEndian.Uint32(b[size:]) != crc32.Checksum(payload, castagnoli) {
 		return nil, errors.New("checksum mismatch")
 	}
 	return payload, nil
