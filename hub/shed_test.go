@@ -1,0 +1,157 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/client"
+	"github.com/corralhq/corral/limit"
+	"github.com/corralhq/corral/wire"
+)
+
+// forcedStage is an Overload policy held in one limit.Stage, with the
+// stage semantics of limit.Shedder: each stage rejects or severs what the
+// stages below it do, plus its own.
+type forcedStage struct {
+	mu    sync.Mutex
+	stage limit.Stage
+	retry time.Duration
+}
+
+func (f *forcedStage) set(s limit.Stage) {
+	f.mu.Lock()
+	f.stage = s
+	f.mu.Unlock()
+}
+
+func (f *forcedStage) get() limit.Stage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stage
+}
+
+func (f *forcedStage) AdmitAt(p limit.Priority, _ time.Time) limit.Decision {
+	st := f.get()
+	rejects := (p == limit.P2 && st >= limit.StageRejectP2) || (p == limit.P1 && st >= limit.StageRejectP1) || (p == limit.P0 && st >= limit.StageLifeboat)
+	if rejects {
+		return limit.Decision{Stage: st, RetryAfter: f.retry}
+	}
+	return limit.Decision{Admit: true, Stage: st}
+}
+
+func (f *forcedStage) SeverQuotaAt(open limit.Counts, _ time.Time) limit.Counts {
+	st := f.get()
+	var q limit.Counts
+	if st >= limit.StageSeverP2 {
+		q[limit.P2] = open[limit.P2]
+	}
+	if st >= limit.StageSeverP1 {
+		q[limit.P1] = open[limit.P1]
+	}
+	return q
+}
+
+func (f *forcedStage) RetryAfterAt(limit.Priority, time.Time) time.Duration { return f.retry }
+
+func TestSheddingStages(t *testing.T) {
+	tests := []struct {
+		stage    limit.Stage
+		rejected [3]bool // new sessions of P0, P1, P2 rejected with 1013
+		severed  [3]bool // open sessions of P0, P1, P2 severed with 1001
+	}{
+		{limit.StageNormal, [3]bool{}, [3]bool{}},
+		{limit.StageRejectP2, [3]bool{false, false, true}, [3]bool{}},
+		{limit.StageSeverP2, [3]bool{false, false, true}, [3]bool{false, false, true}},
+		{limit.StageRejectP1, [3]bool{false, true, true}, [3]bool{false, false, true}},
+		{limit.StageSeverP1, [3]bool{false, true, true}, [3]bool{false, true, true}},
+		{limit.StageLifeboat, [3]bool{true, true, true}, [3]bool{false, true, true}},
+	}
+	prios := []client.Priority{client.PriorityP0, client.PriorityP1, client.PriorityP2}
+	for _, tc := range tests {
+		t.Run(tc.stage.String(), func(t *testing.T) {
+			policy := &forcedStage{retry: 3 * time.Second}
+			th := startHub(t, func(_ *Config, o *Options) { o.Overload = policy })
+			tok := token(t, tokenOpts{prio: 0})
+			var open []*client.Client
+			for i, p := range prios {
+				addr := th.wsAddr()
+				if i == 1 {
+					addr = th.grpcAddr()
+				}
+				open = append(open, dialClient(t, client.Config{Addrs: []string{addr}, Token: tok, Priority: p, ReconnectMin: time.Hour, ReconnectMax: time.Hour}))
+			}
+			policy.set(tc.stage)
+
+			// New sessions.
+			for i, p := range prios {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				c, err := client.Dial(ctx, client.Config{Addrs: []string{th.grpcAddr()}, Token: tok, Priority: p})
+				cancel()
+				if !tc.rejected[i] {
+					if err != nil {
+						t.Fatalf("new P%d rejected: %v", i, err)
+					}
+					_ = c.Close()
+					continue
+				}
+				var cl wire.Close
+				if !errors.As(err, &cl) || cl.Code != wire.CloseTryAgainLater || cl.RetryAfter != 3*time.Second {
+					t.Fatalf("new P%d: %v, want close 1013 with a 3s hint", i, err)
+				}
+			}
+
+			// Open sessions.
+			nsevered := 0
+			for i, c := range open {
+				if !tc.severed[i] {
+					continue
+				}
+				nsevered++
+				e := nextEvent(t, c, client.EventDisconnected)
+				if e.Close.Code != wire.CloseGoingAway || e.Close.RetryAfter != 3*time.Second {
+					t.Fatalf("severed P%d closed with %+v, want 1001 with a 3s hint", i, e.Close)
+				}
+			}
+			waitFor(t, "severed sessions to leave", func() bool { return th.Sessions() == len(open)-nsevered })
+			for i, c := range open {
+				if !tc.severed[i] && c.Addr() == "" {
+					t.Errorf("P%d session was cut", i)
+				}
+				if got := th.metric("corral_hub_shed_total", "action", "sever", "priority", string(rune('0'+i))); (got > 0) != tc.severed[i] {
+					t.Errorf("P%d severed %v times", i, got)
+				}
+			}
+		})
+	}
+}
+
+// TestShedderLifeboat drives a real limit.Shedder: a heap at its ceiling is
+// a resource emergency, the stage jumps to lifeboat, new sessions of every
+// priority are turned away with 1013 and a retry hint.
+func TestShedderLifeboat(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	sh, err := limit.NewShedder(limit.ShedderConfig{Clock: clk, Resources: limit.ResourceConfig{MaxHeap: 1 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := startHub(t, func(_ *Config, o *Options) { o.Overload = sh; o.Now = clk.Now })
+	tok := token(t, tokenOpts{prio: 0})
+	dialClient(t, client.Config{Addrs: []string{th.wsAddr()}, Token: tok, Priority: client.PriorityP0})
+	sh.ObserveResources(1<<30, 0)
+	clk.Advance(2 * time.Second)
+	if st := sh.EvaluateAt(clk.Now()); st != limit.StageLifeboat {
+		t.Fatalf("stage %v, want lifeboat", st)
+	}
+	for _, p := range []client.Priority{client.PriorityP0, client.PriorityP2} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := client.Dial(ctx, client.Config{Addrs: []string{th.wsAddr()}, Token: tok, Priority: p})
+		cancel()
+		var cl wire.Close
+		if !errors.As(err, &cl) || cl.Code != wire.CloseTryAgainLater || cl.RetryAfter <= 0 {
+			t.Fatalf("new P%d in lifeboat: %v, want 1013 with a hint", p.Rank(), err)
+		}
+	}
+}
