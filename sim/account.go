@@ -148,6 +148,54 @@ func (s *Sim) finishStep(t int, st *Step) {
 // p0Total is the number of P0 devices (the first priority class).
 func (s *Sim) p0Total() int64 { return s.p0 }
 
+// eventFiveXX is the 5xx rate over the steps from the first scheduled
+// event to the step the fleet settled (the end of the run if it did not).
+func (s *Sim) eventFiveXX(settle float64) float64 {
+	end := len(s.out)
+	if settle >= 0 {
+		end = min(end, s.lastEvent()+int(settle/s.dts)+1)
+	}
+	var bad, all int64
+	for _, st := range s.out[min(s.firstEvent(), end):end] {
+		for _, e := range st.Errors {
+			for _, n := range e {
+				bad += n
+			}
+		}
+		for _, n := range st.RequestErrors {
+			bad += n
+		}
+		all += st.Attempts + st.Requests
+	}
+	if all == 0 {
+		return 0
+	}
+	return math.Min(1, float64(bad)/float64(all))
+}
+
+// firstEvent is the step of the first scheduled change of the run (0 when
+// there is none).
+func (s *Sim) firstEvent() int {
+	first := math.MaxInt
+	tr := s.sc.Traffic
+	for _, a := range tr.Arrivals {
+		first = min(first, stepsOf(a.At, s.dt))
+	}
+	for _, d := range tr.Disconnects {
+		first = min(first, stepsOf(d.At, s.dt))
+	}
+	for _, r := range tr.RegionLoss {
+		first = min(first, stepsOf(r.At, s.dt))
+	}
+	for _, p := range tr.Poison {
+		first = min(first, stepsOf(p.At, s.dt))
+	}
+	if first == math.MaxInt {
+		return 0
+	}
+	return first
+}
+
 // lastEvent is the step of the last scheduled change of the run.
 func (s *Sim) lastEvent() int {
 	last := 0
@@ -194,6 +242,7 @@ func (s *Sim) Result() *Result {
 	if den := sum.Attempts + sum.Requests; den > 0 {
 		sum.FiveXXAverage = float64(errs+sum.RequestErrors) / float64(den)
 	}
+	sum.FiveXXEvent = s.eventFiveXX(sum.TimeToSettle)
 	if p0 := s.p0Total() - s.offPrio[0]; p0 > 0 {
 		sum.P0Downtime = sum.P0DowntimeDeviceSec / float64(p0)
 	}

@@ -55,13 +55,14 @@ type Sim struct {
 	poison  []int // tenant -> step the poison starts, -1 none
 	tenants *tenantTrack
 
-	due      []cohort
-	group    []cohort // scratch of adaptiveAdmit
-	admitted []cohort // scratch of adaptiveAdmit
-	split    []int64
-	out      []Step
-	summary  Summary
-	start    time.Time
+	due       []cohort
+	group     []cohort // scratch of adaptiveAdmit
+	admitted  []cohort // scratch of adaptiveAdmit
+	split     []int64
+	reqDemand []float64 // scratch of requests
+	out       []Step
+	summary   Summary
+	start     time.Time
 }
 
 // pending is a cohort whose handshake completes (ok) or times out at a
@@ -215,6 +216,7 @@ func (s *Sim) populate() {
 	s.offline = make([]int64, s.nF)
 	s.offPrio = make([]int64, s.nP)
 	s.split = make([]int64, max(s.nF, len(s.origins)))
+	s.reqDemand = make([]float64, s.nP)
 	rest := s.total - initial
 	for _, a := range sc.Traffic.Arrivals {
 		n := scaleCount(a.Devices, sc.Scale)

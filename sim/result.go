@@ -121,9 +121,12 @@ type Summary struct {
 	Requests         int64   `json:"requests"`
 	RequestErrors    int64   `json:"request_errors"`
 	// FiveXXPeak is the highest step 5xx rate; FiveXXAverage is every 5xx
-	// over every attempt and request of the run.
+	// over every attempt and request of the run; FiveXXEvent is the same
+	// over the event: from the first scheduled event to the step the fleet
+	// settled (or the end of the run).
 	FiveXXPeak    float64 `json:"five_xx_peak"`
 	FiveXXAverage float64 `json:"five_xx_average"`
+	FiveXXEvent   float64 `json:"five_xx_event"`
 	// P0Downtime is the mean time a P0 device that was online spent without
 	// a connection, in seconds; P0DowntimeDeviceSec is the total.
 	P0Downtime          float64 `json:"p0_downtime_sec"`

@@ -372,7 +372,7 @@ func (s *Sim) requests(st *Step) {
 		if o.maxReq <= 0 || !o.up {
 			continue
 		}
-		demand := make([]float64, s.nP)
+		demand := s.reqDemand[:s.nP]
 		var total float64
 		for p := range s.nP {
 			demand[p] = float64(o.connPrio[p]) * rps

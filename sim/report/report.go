@@ -1,9 +1,3 @@
-// Package report renders the results of sim runs: terminal tables, PNG and
-// SVG charts drawn with gonum/plot, and a self-contained HTML report with
-// the charts embedded. WriteDir is what most callers want.
-//
-// The package holds no state; its functions are safe for concurrent use on
-// different results.
 package report
 
 import (
@@ -20,10 +14,10 @@ import (
 )
 
 // SummaryTable returns one row per run: connections, attempts, errors by
-// cause, the 5xx rate and P0 downtime.
+// cause, the 5xx rate (peak step, and over the event) and P0 downtime.
 func SummaryTable(rs []*sim.Result) *table.Table {
 	t := &table.Table{
-		Header: []string{"variant", "devices", "peak conn", "final conn", "attempts", "peak att/s", "down", "backlog", "capacity", "shed", "timeout", "req err", "5xx peak", "5xx avg", "P0 down s", "peak util", "imbalance", "settle s"},
+		Header: []string{"variant", "devices", "peak conn", "final conn", "attempts", "peak att/s", "down", "backlog", "capacity", "shed", "timeout", "req err", "5xx peak", "5xx event", "P0 down s", "peak util", "imbalance", "settle s"},
 		Right:  []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
 	}
 	if len(rs) > 0 {
@@ -41,7 +35,7 @@ func SummaryTable(rs []*sim.Result) *table.Table {
 		}
 		t.Add(name, human(r.Devices), human(s.PeakConnected), human(s.FinalConnected), human(s.Attempts), human(int64(s.PeakAttemptsSec)),
 			human(s.Errors["down"]), human(s.Errors["backlog"]), human(s.Errors["capacity"]), human(s.Errors["shed"]), human(s.Errors["timeout"]), human(s.RequestErrors),
-			pct(s.FiveXXPeak), pct(s.FiveXXAverage), fmt.Sprintf("%.1f", s.P0Downtime), fmt.Sprintf("%.2f", s.PeakUtilisation), fmt.Sprintf("%.2f", s.PeakImbalance), settle)
+			pct(s.FiveXXPeak), pct(s.FiveXXEvent), fmt.Sprintf("%.1f", s.P0Downtime), fmt.Sprintf("%.2f", s.PeakUtilisation), fmt.Sprintf("%.2f", s.PeakImbalance), settle)
 	}
 	return t
 }
