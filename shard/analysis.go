@@ -5,19 +5,6 @@ import (
 	"math/big"
 )
 
-// AnalyzeConfig selects the figures Analyze computes.
-type AnalyzeConfig struct {
-	// Workers is n and HandSize is k.
-	Workers  int `yaml:"workers"`
-	HandSize int `yaml:"hand_size"`
-	// MaxOverlap is t for the stored assigner's figures; a negative value
-	// leaves them out.
-	MaxOverlap int `yaml:"max_overlap"`
-	// Zones, when above 1, adds the figures of a zone lattice with the
-	// workers split as evenly as possible over that many zones.
-	Zones int `yaml:"zones"`
-}
-
 // OverlapRow is one line of an overlap distribution.
 type OverlapRow struct {
 	// Members is the number of workers two hands share.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"math/bits"
 	"slices"
 	"sync"
 
@@ -26,31 +25,9 @@ const (
 	MaxSubsetsPerHand = 4096
 	// MaxTenantID bounds the length of a tenant id in bytes.
 	MaxTenantID = 1 << 16
+	// maxPresize bounds AssignerConfig.ExpectedTenants' effect.
+	maxPresize = 1 << 27
 )
-
-// AssignerConfig configures an Assigner.
-type AssignerConfig struct {
-	// Workers is n.
-	Workers int `yaml:"workers"`
-	// HandSize is k. Workers and HandSize obey the Dealer's limits (the
-	// candidates are dealt), and C(k, MaxOverlap+1) <= MaxSubsetsPerHand.
-	HandSize int `yaml:"hand_size"`
-	// MaxOverlap is t: no two stored hands share more than t workers.
-	// 0 <= t < k; (t+1)·ceil(log2 n) must not exceed 63 bits.
-	MaxOverlap int `yaml:"max_overlap"`
-	// Seed makes the assignment deterministic: the same seed and the same
-	// sequence of Assign calls give the same hands. The first candidate of
-	// a tenant is the Dealer hand under the secret derived from Seed.
-	Seed uint64 `yaml:"seed"`
-	// MaxAttempts is how many candidate hands are tried for one tenant
-	// before Assign gives up. 0 means DefaultMaxAttempts.
-	MaxAttempts int `yaml:"max_attempts"`
-	// Store persists the hands; nil keeps them in memory only. The
-	// Assigner loads the store in NewAssigner and closes it in Close.
-	Store Store `yaml:"-"`
-	// ExpectedTenants presizes the index; 0 lets it grow.
-	ExpectedTenants int `yaml:"expected_tenants"`
-}
 
 // Assigner assigns tenants stored hands of k out of n workers such that no
 // two hands share more than t workers, the promise Route 53 makes for its
@@ -88,26 +65,14 @@ type Assigner struct {
 // NewAssigner validates cfg, builds the assigner and loads the stored hands
 // of cfg.Store, checking them.
 func NewAssigner(cfg AssignerConfig) (*Assigner, error) {
-	if err := checkDeck(cfg.Workers, cfg.HandSize); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	capacity, err := Capacity(cfg.Workers, cfg.HandSize, cfg.MaxOverlap)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.MaxAttempts < 0 {
-		return nil, fmt.Errorf("shard: max attempts %d is negative", cfg.MaxAttempts)
-	}
+	capacity, _ := Capacity(cfg.Workers, cfg.HandSize, cfg.MaxOverlap)
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
-	if subsets := Hands(cfg.HandSize, cfg.MaxOverlap+1); subsets.Cmp(big.NewInt(MaxSubsetsPerHand)) > 0 {
-		return nil, fmt.Errorf("shard: hand size %d with max overlap %d gives %s subsets per hand to index, more than %d", cfg.HandSize, cfg.MaxOverlap, subsets, MaxSubsetsPerHand)
-	}
-	keyBits := uint(max(bits.Len(uint(cfg.Workers-1)), 1))
-	if uint(cfg.MaxOverlap+1)*keyBits > 63 {
-		return nil, fmt.Errorf("shard: max overlap %d with %d workers needs %d-bit index keys, more than 63", cfg.MaxOverlap, cfg.Workers, uint(cfg.MaxOverlap+1)*keyBits)
-	}
+	keyBits := indexKeyBits(cfg.Workers)
 	var secret [SecretSize]byte
 	binary.LittleEndian.PutUint64(secret[0:], cfg.Seed)
 	binary.LittleEndian.PutUint64(secret[8:], cfg.Seed^0x5eed_5eed_5eed_5eed)
@@ -122,12 +87,18 @@ func NewAssigner(cfg AssignerConfig) (*Assigner, error) {
 		keyBits:  keyBits,
 		capacity: capacity,
 		capInt:   math.MaxInt,
-		byID:     make(map[string]int32, cfg.ExpectedTenants),
 	}
+	// Presize for the expected tenants, but never beyond the capacity or a
+	// size a typo could make absurd.
+	presize := min(cfg.ExpectedTenants, maxPresize)
 	if capacity.IsInt64() && capacity.Int64() < math.MaxInt {
 		a.capInt = int(capacity.Int64())
 	}
-	a.index = u64set.New(cfg.ExpectedTenants * len(a.combos))
+	// Tenants are numbered with int32 inside the assigner.
+	a.capInt = min(a.capInt, math.MaxInt32)
+	presize = min(presize, a.capInt)
+	a.byID = make(map[string]int32, presize)
+	a.index = u64set.New(presize * len(a.combos))
 	if cfg.Store != nil {
 		if err := a.load(); err != nil {
 			return nil, err

@@ -350,3 +350,17 @@ func TestAssignerBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestAssignerExpectedTenants(t *testing.T) {
+	if _, err := NewAssigner(AssignerConfig{Workers: 10, HandSize: 3, ExpectedTenants: -1}); err == nil || !strings.Contains(err.Error(), "expected tenants -1") {
+		t.Fatalf("negative expected tenants: %v", err)
+	}
+	// A huge hint is clamped to the capacity, not allocated.
+	a, err := NewAssigner(AssignerConfig{Workers: 10, HandSize: 3, MaxOverlap: 1, ExpectedTenants: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Assign("x"); err != nil {
+		t.Fatal(err)
+	}
+}

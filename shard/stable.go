@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -13,37 +12,6 @@ import (
 // tweakWorker separates the hash of a worker id from the hash of a tenant
 // id under the same secret.
 const tweakWorker = 0x776f_726b_6572_5f73 // "worker_s"
-
-// Worker is one member of the deck of a Stable hand set.
-type Worker struct {
-	// ID names the worker; it must be unique and non-empty. Hands depend on
-	// IDs, not on the position in the list, so reordering the list changes
-	// no hand.
-	ID string `yaml:"id" json:"id"`
-	// Weight is the worker's relative share of hands: a positive finite
-	// number, 0 meaning 1. With k = 1 a worker is chosen with probability
-	// Weight/sum(Weight); with k > 1 hands are weighted sampling without
-	// replacement (Efraimidis-Spirakis).
-	Weight float64 `yaml:"weight" json:"weight,omitempty"`
-	// Zone is the failure domain (zone, rack, region, any dimension). It is
-	// used only when StableConfig.Zones is set.
-	Zone string `yaml:"zone" json:"zone,omitempty"`
-}
-
-// StableConfig configures a Stable hand set.
-type StableConfig struct {
-	// Secret is the 16-byte SipHash key, as for DealerConfig.
-	Secret []byte `yaml:"secret"`
-	// Workers is the deck: at least HandSize workers with unique IDs.
-	Workers []Worker `yaml:"workers"`
-	// HandSize is k. With Zones, a hand takes ceil(k/zones) workers from
-	// every zone, so it holds zones·ceil(k/zones) >= k workers.
-	HandSize int `yaml:"hand_size"`
-	// Zones makes hands a zone lattice: every zone contributes the same
-	// number of workers, chosen stably inside the zone, so a hand keeps
-	// members after the loss of any one zone.
-	Zones bool `yaml:"zones"`
-}
 
 // Stable builds rendezvous (highest random weight) hands over named,
 // weighted workers: every (tenant, worker) pair gets a keyed pseudo-random
@@ -80,36 +48,16 @@ type deck struct {
 
 // NewStable validates cfg and builds the hand set.
 func NewStable(cfg StableConfig) (*Stable, error) {
-	if len(cfg.Secret) != SecretSize {
-		return nil, fmt.Errorf("shard: secret must be %d bytes, got %d", SecretSize, len(cfg.Secret))
-	}
-	n := len(cfg.Workers)
-	if n == 0 {
-		return nil, fmt.Errorf("shard: the worker list is empty")
-	}
-	if err := checkDeck(n, cfg.HandSize); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	n := len(cfg.Workers)
 	s := &Stable{k: cfg.HandSize, workers: slices.Clone(cfg.Workers), uniform: true}
 	s.k0, s.k1 = secretKey(cfg.Secret)
 	s.all.wh = make([]uint64, n)
 	s.all.weight = make([]float64, n)
-	seen := make(map[string]int, n)
 	for i, w := range s.workers {
-		if w.ID == "" {
-			return nil, fmt.Errorf("shard: worker %d has an empty id", i)
-		}
-		if j, dup := seen[w.ID]; dup {
-			return nil, fmt.Errorf("shard: duplicate worker id %q (entries %d and %d)", w.ID, j, i)
-		}
-		seen[w.ID] = i
-		wt := w.Weight
-		if wt == 0 {
-			wt = 1
-		}
-		if !(wt > 0) || math.IsInf(wt, 0) {
-			return nil, fmt.Errorf("shard: worker %q has weight %v; want a positive finite number", w.ID, w.Weight)
-		}
+		wt := effectiveWeight(w.Weight)
 		s.all.weight[i] = wt
 		s.all.wmax = max(s.all.wmax, wt)
 		if wt != s.all.weight[0] {
@@ -118,33 +66,21 @@ func NewStable(cfg StableConfig) (*Stable, error) {
 		s.all.wh[i] = siphash.Hash(s.k0^tweakWorker, s.k1, []byte(w.ID))
 	}
 	if cfg.Zones {
-		if err := s.buildZones(); err != nil {
-			return nil, err
-		}
+		s.buildZones()
 	}
 	return s, nil
 }
 
-// buildZones groups the workers by zone and checks every zone can give
-// ceil(k/zones) workers.
-func (s *Stable) buildZones() error {
-	byName := map[string][]int32{}
-	for i, w := range s.workers {
-		if w.Zone == "" {
-			return fmt.Errorf("shard: worker %q has no zone but zones are enabled", w.ID)
-		}
-		byName[w.Zone] = append(byName[w.Zone], int32(i))
-	}
+// buildZones groups the workers by zone, zones sorted by name; Validate
+// has checked that every zone can give ceil(k/zones) workers.
+func (s *Stable) buildZones() {
+	byName := zoneMembers(s.workers)
 	for name := range byName {
 		s.names = append(s.names, name)
 	}
 	slices.Sort(s.names)
 	s.perZone = (s.k + len(s.names) - 1) / len(s.names)
 	for _, name := range s.names {
-		if len(byName[name]) < s.perZone {
-			return fmt.Errorf("shard: zone %q has %d workers, fewer than the %d each hand takes from every zone (hand size %d over %d zones)",
-				name, len(byName[name]), s.perZone, s.k, len(s.names))
-		}
 		z := deck{idx: byName[name]}
 		for _, i := range z.idx {
 			z.wh = append(z.wh, s.all.wh[i])
@@ -153,7 +89,6 @@ func (s *Stable) buildZones() error {
 		}
 		s.zones = append(s.zones, z)
 	}
-	return nil
 }
 
 // HandSize returns the number of workers in a hand: k, or zones·ceil(k/zones)
