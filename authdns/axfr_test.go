@@ -35,3 +35,27 @@ func TestAXFRAllowedByAddress(t *testing.T) {
 		t.Errorf("AXFR from a client outside axfr_allow: %s, want REFUSED", dns.RcodeToString[r.Rcode])
 	}
 }
+
+// TestSocketsShareThePort: with sockets: 3 the server binds three UDP
+// sockets to one port (SO_REUSEPORT) and answers on UDP and TCP there.
+func TestSocketsShareThePort(t *testing.T) {
+	cfg := decodeConfig(t, testZone)
+	cfg.Sockets = 3
+	s, addr := startConfig(t, cfg, Options{})
+	s.mu.Lock()
+	n := len(s.udp)
+	ports := map[string]bool{}
+	for _, c := range s.udp {
+		ports[c.LocalAddr().String()] = true
+	}
+	s.mu.Unlock()
+	if reusePortSupported && (n != 3 || len(ports) != 1) {
+		t.Fatalf("%d sockets on %d addresses, want 3 on one", n, len(ports))
+	}
+	for i := range 20 {
+		network := []string{"udp", "tcp"}[i%2]
+		if r := ask(t, addr, network, "static.corral.test", dns.TypeA, nil); len(r.Answer) != 2 {
+			t.Fatalf("%s: %v", network, r)
+		}
+	}
+}

@@ -55,6 +55,7 @@ type stats struct {
 	rrlDropped atomic.Uint64
 	rrlSlipped atomic.Uint64
 	failOpen   atomic.Uint64
+	batches    atomic.Uint64 // UDP reads that returned datagrams
 }
 
 // nQtypes is len(qtypes); nPolicies the number of answer policies.
@@ -91,8 +92,8 @@ type collector struct {
 	all   []*stats
 	zones func() (zones, sets int)
 
-	queries, rcodes, policies, truncated, dropped, rrl, failOpen, zoneCount *prometheus.Desc
-	size                                                                    *prometheus.Desc
+	queries, rcodes, policies, truncated, dropped, rrl, failOpen, zoneCount, batches *prometheus.Desc
+	size                                                                             *prometheus.Desc
 }
 
 func newCollector(zones func() (int, int)) *collector {
@@ -106,6 +107,7 @@ func newCollector(zones func() (int, int)) *collector {
 		rrl:       prometheus.NewDesc("corral_dns_rrl_total", "Responses withheld by response rate limiting, by action (drop, slip).", []string{"action"}, nil),
 		failOpen:  prometheus.NewDesc("corral_dns_fail_open_total", "Answers made of unhealthy records because no candidate was healthy.", nil, nil),
 		zoneCount: prometheus.NewDesc("corral_dns_zones", "Zones and record sets served.", []string{"kind"}, nil),
+		batches:   prometheus.NewDesc("corral_dns_udp_batches_total", "UDP reads (recvmmsg calls on Linux) that returned datagrams; queries over batches is the batch size.", nil, nil),
 		size:      prometheus.NewDesc("corral_dns_response_size_bytes", "Size of the responses sent.", nil, nil),
 	}
 }
@@ -118,7 +120,7 @@ func (c *collector) add(s *stats) {
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queries, c.rcodes, c.policies, c.truncated, c.dropped, c.rrl, c.failOpen, c.zoneCount, c.size} {
+	for _, d := range []*prometheus.Desc{c.queries, c.rcodes, c.policies, c.truncated, c.dropped, c.rrl, c.failOpen, c.zoneCount, c.batches, c.size} {
 		ch <- d
 	}
 }
@@ -129,11 +131,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	all := c.all
 	c.mu.Unlock()
 	var sum struct {
-		qtype                                             [nQtypes + 1]uint64
-		rcode                                             [nRcodes]uint64
-		policy                                            [nPolicies]uint64
-		size                                              [11]uint64
-		sizeSum, truncated, dropped, rrlD, rrlS, failOpen uint64
+		qtype                                                      [nQtypes + 1]uint64
+		rcode                                                      [nRcodes]uint64
+		policy                                                     [nPolicies]uint64
+		size                                                       [11]uint64
+		sizeSum, truncated, dropped, rrlD, rrlS, failOpen, batches uint64
 	}
 	for _, s := range all {
 		for i := range s.qtype {
@@ -154,6 +156,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		sum.rrlD += s.rrlDropped.Load()
 		sum.rrlS += s.rrlSlipped.Load()
 		sum.failOpen += s.failOpen.Load()
+		sum.batches += s.batches.Load()
 	}
 	for i, q := range qtypes {
 		ch <- prometheus.MustNewConstMetric(c.queries, prometheus.CounterValue, float64(sum.qtype[i]), q.name)
@@ -170,6 +173,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.rrl, prometheus.CounterValue, float64(sum.rrlD), "drop")
 	ch <- prometheus.MustNewConstMetric(c.rrl, prometheus.CounterValue, float64(sum.rrlS), "slip")
 	ch <- prometheus.MustNewConstMetric(c.failOpen, prometheus.CounterValue, float64(sum.failOpen))
+	ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(sum.batches))
 	zones, sets := c.zones()
 	ch <- prometheus.MustNewConstMetric(c.zoneCount, prometheus.GaugeValue, float64(zones), "zones")
 	ch <- prometheus.MustNewConstMetric(c.zoneCount, prometheus.GaugeValue, float64(sets), "record_sets")

@@ -79,6 +79,9 @@ func (w *worker) serveUDP(c *net.UDPConn) {
 			}
 			continue // ECONNREFUSED and friends from ICMP: keep serving
 		}
+		if n > 0 {
+			w.st.batches.Add(1)
+		}
 		k := 0
 		for i := range n {
 			if recv[i].hdr.Flags&unix.MSG_TRUNC != 0 {

@@ -16,6 +16,7 @@ func (w *worker) serveUDP(c *net.UDPConn) {
 			}
 			continue
 		}
+		w.st.batches.Add(1)
 		resp, o := w.handle(in[:n], from.Addr().Unmap(), false, out)
 		if o == outAnswer {
 			_, _ = c.WriteToUDPAddrPort(resp, from)

@@ -189,11 +189,12 @@ stop_server() {
 echo "# bench/dns/run.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# duration ${DURATION}s x ${RUNS} runs; server on core 0 (one worker, RRL off), dnsperf on core 1"
 printf "%-7s %-7s %4s %10s %8s %9s %9s %s\n" server case run qps lost core0_us proc_us load1
-for server in $SERVERS; do
-	start_server "$server"
-	procs=$(tree "$server_pid" | tr '\n' ' ')
-	for case in static multi; do
-		for run in $(seq "$RUNS"); do
+# Runs interleave the servers so that a change of machine load hits all.
+for run in $(seq "$RUNS"); do
+	for server in $SERVERS; do
+		start_server "$server"
+		procs=$(tree "$server_pid" | tr '\n' ' ')
+		for case in static multi; do
 			read -r b0 t0 < <(cpu0)
 			p0=$(proc_ticks $procs)
 			out=$(taskset -c 1 dnsperf -s 127.0.0.1 -p "$PORT" -d "$work/$case.q" -l "$DURATION" -c 4 -q 200 2>&1)
@@ -211,6 +212,6 @@ for server in $SERVERS; do
 			proc=$(awk -v b="$((p1 - p0))" -v n="$completed" -v hz="$hz" 'BEGIN { printf "%.2f", b / hz * 1e6 / n }')
 			printf "%-7s %-7s %4s %10s %8s %9s %9s %s\n" "$server" "$case" "$run" "$qps" "$lost" "$core0" "$proc" "$(cut -d' ' -f1 /proc/loadavg)"
 		done
+		stop_server
 	done
-	stop_server
 done
