@@ -364,3 +364,46 @@ func TestAssignerExpectedTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAssignerConcurrent assigns overlapping id sets from several
+// goroutines (run under -race) and checks every id got one hand and the
+// overlap bound holds.
+func TestAssignerConcurrent(t *testing.T) {
+	a, err := NewAssigner(AssignerConfig{Workers: 512, HandSize: 4, MaxOverlap: 2, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tenantIDs(2000, "c")
+	got := make([]map[string][]int, 4)
+	done := make(chan int)
+	for g := range got {
+		got[g] = map[string][]int{}
+		go func() {
+			defer func() { done <- g }()
+			for i := range ids {
+				id := ids[(i+g*500)%len(ids)]
+				h, err := a.Assign(id)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got[g][id] = h
+			}
+		}()
+	}
+	for range got {
+		<-done
+	}
+	all := collect(a)
+	if len(all) != len(ids) {
+		t.Fatalf("%d hands for %d ids", len(all), len(ids))
+	}
+	for _, m := range got {
+		for id, h := range m {
+			if !slices.Equal(h, all[id]) {
+				t.Fatalf("%s: a goroutine saw %v, stored %v", id, h, all[id])
+			}
+		}
+	}
+	checkMaxOverlap(t, all, 2)
+}
