@@ -82,8 +82,9 @@ func (d *Dealer) handOfSeed(dst []int, hi, lo uint64) []int {
 
 // Spill appends the spill workers of id to dst[:0] and returns them: Spill
 // distinct workers outside the hand, in the order Pick tries them. The spill
-// draw is exactly uniform over the ordered tuples of the n-k workers outside
-// the hand, and independent of the hand's order.
+// is drawn, with the same exact construction as a hand, from a second keyed
+// hash of the ordered hand, uniformly over the ordered tuples of the n-k
+// workers outside the hand. Spill allocates only if cap(dst) < Spill.
 func (d *Dealer) Spill(dst []int, id string) []int {
 	var hand [MaxHand]int
 	h := d.Hand(hand[:0], id)
