@@ -217,7 +217,15 @@ func Load(path string) (*Scenario, error) {
 }
 
 // Decode is Load on bytes already read; name is used in messages.
-func Decode(name string, data []byte) (*Scenario, error) {
+func Decode(name string, data []byte) (sc *Scenario, err error) {
+	// The YAML library panics on a few malformed inputs (a tag with no
+	// value where a list is expected: "backoff: !x"); a scenario file is
+	// user input, so that becomes an error.
+	defer func() {
+		if r := recover(); r != nil {
+			sc, err = nil, fmt.Errorf("scenario: %s: the YAML decoder failed on this file (%v); check the line with a tag (!...) or an unusual value", name, r)
+		}
+	}()
 	if err := rejectOutcomes(name, data); err != nil {
 		return nil, err
 	}
