@@ -261,8 +261,16 @@ func (s *Shedder) evaluate(now time.Time) {
 	}
 	pressure, emergency := s.pressure()
 	s.emergency = emergency
-	latHigh := latencyKnown && s.lastP99 > s.cfg.Target
-	latLow := (!latencyKnown && s.pending.total == 0) || s.lastP99 <= time.Duration(float64(s.cfg.Target)*s.cfg.StepDownRatio)
+	var latHigh, latLow bool
+	switch {
+	case latencyKnown:
+		latHigh = s.lastP99 > s.cfg.Target
+		latLow = s.lastP99 <= time.Duration(float64(s.cfg.Target)*s.cfg.StepDownRatio)
+	case s.pending.total == 0:
+		latLow = true // nothing admitted, nothing measured
+	default:
+		// Too few latencies yet: neither high nor low, the stage holds.
+	}
 	resHigh := pressure >= s.cfg.Resources.High
 	s.overloaded = latHigh || resHigh || emergency
 	calm := latLow && pressure < s.cfg.Resources.Low && !emergency
