@@ -45,7 +45,7 @@ func TestDecodeErrorsNameLineAndKey(t *testing.T) {
 		{"bad duration", func(s string) string { return strings.Replace(s, "duration: 1m", "duration: 1 minute", 1) }, []string{"t.yaml:2:", "duration", "bad duration"}},
 		{"bad value names its line", func(s string) string {
 			return strings.Replace(s, "max_new_per_second: 100", "max_new_per_second: -1", 1)
-		}, []string{"t.yaml:12:", "origins[0].max_new_per_second", "must be positive"}},
+		}, []string{"t.yaml:12:", "origins[0].max_new_per_second", "must be in (0, "}},
 		{"unknown policy", func(s string) string { return strings.Replace(s, "policy: multivalue", "policy: roundrobin", 1) }, []string{"t.yaml:7:", "dns.policy", "roundrobin"}},
 		{"capacity is required", func(s string) string { return strings.Replace(s, "    headroom: 1.5\n", "", 1) }, []string{"origins[0].max_connections", "capacity is an input"}},
 		{"arrivals beyond the population", func(s string) string {

@@ -14,6 +14,10 @@ import (
 	"github.com/corralhq/corral/internal/config"
 )
 
+// maxDevices bounds every count of devices and every capacity: counts stay
+// exact in float64 arithmetic far below it.
+const maxDevices = 1e12
+
 // Names accepted by the enumerated fields.
 var (
 	protocols     = []string{"grpc", "websocket"}
@@ -98,8 +102,8 @@ func (s *Scenario) Validate() error {
 		bad("scale", "must be in (0, 1], got %v", c.Scale)
 	}
 	p := c.Population
-	if p.Devices <= 0 {
-		bad("population.devices", "must be positive, got %d", p.Devices)
+	if p.Devices <= 0 || p.Devices > maxDevices {
+		bad("population.devices", "must be in [1, %d], got %d", int64(maxDevices), p.Devices)
 	}
 	if p.Initial < 0 {
 		bad("population.initial", "must not be negative, got %d", p.Initial)
@@ -160,8 +164,8 @@ func (s *Scenario) Validate() error {
 	if c.Client.ConnectTimeout <= 0 {
 		bad("client.connect_timeout", "must be positive")
 	}
-	if !(c.Client.RequestsPerSecond >= 0) || !(c.Client.CatchupRequests >= 0) {
-		bad("client", "requests_per_second and catchup_requests must not be negative")
+	if !(c.Client.RequestsPerSecond >= 0) || !(c.Client.CatchupRequests >= 0) || c.Client.RequestsPerSecond > 1e6 || c.Client.CatchupRequests > 1e6 {
+		bad("client", "requests_per_second and catchup_requests must be in [0, 1e6]")
 	}
 	for i, d := range c.Traffic.Disconnects {
 		path := fmt.Sprintf("traffic.disconnects[%d]", i)
@@ -230,8 +234,8 @@ func (g Geography) validate(bad func(string, string, ...any)) {
 	default:
 		bad("geography.distribution", "unknown %q (want one of %s)", g.Distribution, strings.Join(distributions, ", "))
 	}
-	if g.HostsPerPoP < 1 {
-		bad("geography.hosts_per_pop", "must be at least 1")
+	if g.HostsPerPoP < 1 || g.HostsPerPoP > 100_000 {
+		bad("geography.hosts_per_pop", "must be in [1, 100000], got %d", g.HostsPerPoP)
 	}
 	if g.HostsPerResolver < 1 || g.HostsPerResolver > g.HostsPerPoP {
 		bad("geography.hosts_per_resolver", "must be in [1, hosts_per_pop], got %d", g.HostsPerResolver)
@@ -272,22 +276,22 @@ func (o Origin) validate(bad func(string, string, ...any), path string) {
 	switch {
 	case o.MaxConnections > 0 && o.Headroom > 0:
 		bad(path+".headroom", "set max_connections or headroom, not both")
-	case o.MaxConnections < 0 || o.Headroom < 0 || math.IsNaN(o.Headroom):
-		bad(path, "max_connections and headroom must not be negative")
+	case o.MaxConnections < 0 || o.Headroom < 0 || math.IsNaN(o.Headroom) || o.MaxConnections > maxDevices || o.Headroom > 1000:
+		bad(path, "max_connections must be in [0, %d] and headroom in [0, 1000]", int64(maxDevices))
 	case o.MaxConnections == 0 && o.Headroom == 0:
 		bad(path+".max_connections", "set max_connections or headroom (the capacity is an input)")
 	}
-	if !(o.MaxNewPerSecond > 0) || math.IsInf(o.MaxNewPerSecond, 0) {
-		bad(path+".max_new_per_second", "must be positive, got %v", o.MaxNewPerSecond)
+	if !(o.MaxNewPerSecond > 0) || o.MaxNewPerSecond > maxDevices {
+		bad(path+".max_new_per_second", "must be in (0, %d], got %v", int64(maxDevices), o.MaxNewPerSecond)
 	}
-	if o.Backlog < 0 {
-		bad(path+".backlog", "must not be negative")
+	if o.Backlog < 0 || o.Backlog > maxDevices {
+		bad(path+".backlog", "must be in [0, %d]", int64(maxDevices))
 	}
 	if o.HandshakeLatency < 0 {
 		bad(path+".handshake_latency", "must not be negative")
 	}
-	if !(o.MaxRequestsPerSecond >= 0) {
-		bad(path+".max_requests_per_second", "must not be negative")
+	if !(o.MaxRequestsPerSecond >= 0) || o.MaxRequestsPerSecond > 1e15 {
+		bad(path+".max_requests_per_second", "must be in [0, 1e15]")
 	}
 }
 

@@ -111,6 +111,17 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 	if s.nF >= 1<<flowBits {
 		return nil, fmt.Errorf("sim: %d pops x %d tenants x %d priorities is more than %d flows", s.nK, s.nT, s.nP, 1<<flowBits-1)
 	}
+	nO := 0
+	for _, g := range sc.Origins {
+		nO += g.Count
+	}
+	if nO*s.nF > 50_000_000 {
+		return nil, fmt.Errorf("sim: %d origins x %d flows is more than 50,000,000 connection counters", nO, s.nF)
+	}
+	perPoP := (sc.Geography.HostsPerPoP + sc.Geography.HostsPerResolver - 1) / sc.Geography.HostsPerResolver
+	if sc.DNS.Policy == "shuffle" && s.nK*perPoP*s.nT > 10_000_000 {
+		return nil, fmt.Errorf("sim: %d resolvers x %d tenants is more than 10,000,000 cached answers", s.nK*perPoP, s.nT)
+	}
 	for _, p := range sc.Population.Priorities {
 		s.prioNames = append(s.prioNames, p.Name)
 	}
