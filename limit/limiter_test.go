@@ -127,3 +127,45 @@ func TestZeroTokenIsNoop(t *testing.T) {
 		t.Error("zero token has a priority")
 	}
 }
+
+func TestLimiterSamplesAtHighRates(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		timeEvery bool
+		min, max  int64 // timed tokens expected in the second interval
+	}{
+		{name: "sampled", min: 40, max: 64},
+		{name: "time every", timeEvery: true, min: 6400, max: 6400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := NewFixed(100)
+			clock := &simClock{t: simEpoch}
+			lim, err := NewLimiter(LimiterConfig{Limit: f, Clock: clock, TimeEvery: tc.timeEvery})
+			if err != nil {
+				t.Fatal(err)
+			}
+			interval := func() {
+				for range 6400 { // 320,000 per second
+					tok, ok := lim.TryAcquireAt(clock.t)
+					if !ok {
+						t.Fatal("refused below the limit")
+					}
+					clock.t = clock.t.Add(3 * time.Microsecond)
+					tok.SuccessAt(clock.t)
+				}
+				clock.t = clock.t.Add(time.Millisecond)
+				lim.FlushAt(clock.t)
+			}
+			interval()
+			first := f.Stats().Samples
+			interval()
+			second := f.Stats().Samples - first
+			if second < tc.min || second > tc.max {
+				t.Errorf("%d tokens timed in the second interval, want [%d, %d]", second, tc.min, tc.max)
+			}
+			if s := lim.Snapshot(); s.Acquired != 12800 || s.InFlight != 0 {
+				t.Errorf("snapshot acquired %d in-flight %d, want 12800 and 0", s.Acquired, s.InFlight)
+			}
+		})
+	}
+}
