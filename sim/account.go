@@ -9,7 +9,9 @@ import (
 )
 
 // Census counts the devices in each state by walking the engine's
-// structures (not its running totals).
+// structures (not its running totals): Offline (not arrived), Waiting (in
+// the backoff wheel), Connecting (a handshake queued at an origin) and
+// Connected.
 type Census struct {
 	Offline, Waiting, Connecting, Connected int64
 }

@@ -79,9 +79,10 @@ type dropEvent struct {
 	region       string
 }
 
-// New builds a Sim for a validated scenario (scenario.Load validates; a
-// Scenario built in code must pass Validate). name labels the variant in
-// the result.
+// New builds a Sim for a scenario without a sweep (expand one with
+// Scenario.Variants). It fills the scenario's defaults in place and
+// validates it; name labels the variant in the result. New does no I/O and
+// starts no goroutine.
 func New(sc *scenario.Scenario, name string) (*Sim, error) {
 	sc.WithDefaults()
 	if err := sc.Validate(); err != nil {

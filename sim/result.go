@@ -94,16 +94,24 @@ type OriginStep struct {
 
 // Result is a whole run.
 type Result struct {
-	Scenario   string   `json:"scenario"`
-	Variant    string   `json:"variant,omitempty"`
-	Seed       uint64   `json:"seed"`
-	Devices    int64    `json:"devices"`
-	Step       float64  `json:"step_seconds"`
+	// Scenario is the scenario's name and Variant the sweep combination
+	// ("" without a sweep).
+	Scenario string `json:"scenario"`
+	Variant  string `json:"variant,omitempty"`
+	// Seed is the seed the run used.
+	Seed uint64 `json:"seed"`
+	// Devices is the population after the scenario's Scale.
+	Devices int64 `json:"devices"`
+	// Step is the time step in seconds.
+	Step float64 `json:"step_seconds"`
+	// Priorities, Origins and Causes name the entries of the per-priority,
+	// per-origin and per-cause slices of each Step.
 	Priorities []string `json:"priorities"`
 	Origins    []string `json:"origins"`
 	Causes     []string `json:"causes"`
-	Summary    Summary  `json:"summary"`
-	Steps      []Step   `json:"steps,omitempty"`
+	// Summary condenses the run; Steps is its series, one per step.
+	Summary Summary `json:"summary"`
+	Steps   []Step  `json:"steps,omitempty"`
 }
 
 // Summary condenses a run.
