@@ -69,6 +69,7 @@ type Sim struct {
 // later step.
 type pending struct {
 	origin int32
+	epoch  int32 // the origin's crash count when the handshake was queued
 	c      cohort
 	ok     bool
 }

@@ -26,6 +26,7 @@ type origin struct {
 
 	up          bool
 	changedStep int
+	epoch       int32 // crashes so far
 
 	conns    int64
 	connPrio []int64

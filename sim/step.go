@@ -106,6 +106,7 @@ func (s *Sim) events(t int, st *Step) {
 func (s *Sim) crash(i int, st *Step) {
 	o := s.origins[i]
 	o.up, o.changedStep = false, s.now
+	o.epoch++ // handshakes queued before the crash are lost
 	for f, n := range s.conn[i] {
 		if n > 0 {
 			s.addConn(i, f, -n)
@@ -310,7 +311,7 @@ func (s *Sim) enqueue(t, i int, o *origin, arr []cohort, demand int64) {
 		if dead := c.n - live; dead > 0 {
 			d := c
 			d.n = dead
-			s.pendAt(t+tOut, pending{origin: int32(i), c: d})
+			s.pendAt(t+tOut, pending{origin: int32(i), epoch: o.epoch, c: d})
 		}
 		var done int64
 		for j := range chunks {
@@ -322,7 +323,7 @@ func (s *Sim) enqueue(t, i int, o *origin, arr []cohort, demand int64) {
 			}
 			d := c
 			d.n = m
-			s.pendAt(t+offs[j], pending{origin: int32(i), c: d, ok: true})
+			s.pendAt(t+offs[j], pending{origin: int32(i), epoch: o.epoch, c: d, ok: true})
 			o.willConn += m
 		}
 		o.pending += c.n
@@ -349,7 +350,7 @@ func (s *Sim) complete(t int, st *Step) {
 		o.pending -= p.c.n
 		prio := s.prioOf(int(p.c.flow))
 		switch {
-		case p.ok && o.up:
+		case p.ok && o.up && p.epoch == o.epoch:
 			o.willConn -= p.c.n
 			s.addConn(int(p.origin), int(p.c.flow), p.c.n)
 			st.Successes[prio] += p.c.n
