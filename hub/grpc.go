@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,8 +34,9 @@ func (h *Hub) newGRPCServer() *grpc.Server {
 // grpcTransport adapts a Connect stream to a session.
 type grpcTransport struct {
 	stream corralv1.Corral_ConnectServer
+	once   sync.Once
 	done   chan struct{}
-	final  wire.Close
+	final  wire.Close // written before done is closed
 }
 
 func (t *grpcTransport) kind() string { return "grpc" }
@@ -44,9 +46,15 @@ func (t *grpcTransport) writeFrame(f *corralv1.ServerFrame) error { return t.str
 func (t *grpcTransport) writeDelivery(d *delivery) error { return t.stream.Send(d.frame) }
 
 func (t *grpcTransport) closeWith(c wire.Close) {
-	t.final = c
-	close(t.done)
+	t.once.Do(func() {
+		t.final = c
+		close(t.done)
+	})
 }
+
+// abort ends the stream now: the handler returns, which cancels the
+// stream's context and unblocks a Send stuck on flow control.
+func (t *grpcTransport) abort(c wire.Close) { t.closeWith(c) }
 
 // Connect is one session over gRPC. The handler's goroutine waits for the
 // session to end and returns its close as the stream status; a second

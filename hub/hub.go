@@ -441,8 +441,8 @@ func (h *Hub) abort() {
 		g.Stop()
 	}
 	for _, s := range h.snapshotSessions() {
-		if a, ok := s.tr.(interface{ abort() }); ok {
-			a.abort()
+		if a, ok := s.tr.(aborter); ok {
+			a.abort(wire.Close{Code: wire.CloseGoingAway, Text: "hub crashed"})
 		}
 	}
 	if stop != nil {
@@ -462,8 +462,12 @@ func (h *Hub) drain(ctx context.Context) {
 	for i := 0; i < len(sessions); {
 		for j := 0; j < perTick && i < len(sessions); j++ {
 			jit := time.Duration(rand.Int64N(int64(h.drainCfg.RetryAfter) + 1))
+			rank := 2
+			if sessions[i].helloDone.Load() {
+				rank = sessions[i].rank
+			}
+			h.metrics.shed.WithLabelValues("drain", strconv.Itoa(rank)).Inc()
 			sessions[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter + jit, Text: "hub draining"}, true)
-			h.metrics.shed.WithLabelValues("drain", strconv.Itoa(sessions[i].rank)).Inc()
 			i++
 		}
 		select {

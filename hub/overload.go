@@ -96,8 +96,8 @@ func (h *Hub) severOnce() int {
 		slices.SortFunc(list, func(a, b *session) int { return b.start.Compare(a.start) }) // newest first
 		for i := int64(0); i < q[p] && int(i) < len(list); i++ {
 			ra := h.overload.RetryAfterAt(limit.Priority(p), now)
-			list[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: ra, Text: "shed " + limit.Priority(p).String()}, true)
 			h.metrics.shed.WithLabelValues("sever", strconv.Itoa(p)).Inc()
+			list[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: ra, Text: "shed " + limit.Priority(p).String()}, true)
 			n++
 		}
 	}

@@ -52,8 +52,9 @@ type outItem struct {
 	prio  int8
 }
 
-// controlSize is what a control frame counts against the queue bound.
-const controlSize = 64
+// controlSize is what a control frame (a Gap, a reply) counts against the
+// queue bound: about its encoded size.
+const controlSize = 32
 
 // outQueue is a session's outbound queue, bounded in bytes. The zero value
 // is an empty queue with no room; set max. Not safe for concurrent use: the
@@ -120,8 +121,8 @@ func (q *outQueue) pushMessage(d *delivery, dropped func(int8)) bool {
 // makeRoom drops queued messages of priority 2 down to lowest until size
 // more bytes fit, and reports whether they do.
 func (q *outQueue) makeRoom(size int, lowest int8, dropped func(int8)) bool {
-	if q.bytes+size <= q.max {
-		return true
+	if q.bytes+size <= q.max || q.len() == 0 {
+		return true // an empty queue takes anything, however big
 	}
 	for p := int8(2); p >= lowest; p-- {
 		out := q.items[:q.head]

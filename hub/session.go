@@ -35,6 +35,7 @@ type subscription struct {
 	ch   *hubChannel
 	live bool             // recovery done: deliveries go to the queue
 	held []*delivery      // live deliveries that arrived during recovery
+	lost bool             // held overflowed: catchUp reads the store again
 	pos  history.Position // newest message queued
 	ack  uint64           // highest P0 offset acknowledged in pos.Epoch
 }
@@ -63,6 +64,7 @@ type session struct {
 	timers    [2]*time.Timer // handshake, ping
 
 	mu       sync.Mutex
+	space    sync.Cond // signalled when the writer frees queue space or the session closes
 	subs     map[string]*subscription
 	q        outQueue
 	writing  bool
@@ -81,6 +83,7 @@ func (h *Hub) newSession(tr transport) *session {
 		subs:     make(map[string]*subscription),
 		q:        outQueue{max: sc.OutboundBytes},
 	}
+	s.space.L = &s.mu
 	s.log = h.log.With("session", s.id, "transport", tr.kind())
 	s.lastRecv.Store(s.start.UnixNano())
 	h.metrics.sessionsOpened.WithLabelValues(tr.kind()).Inc()
@@ -319,8 +322,8 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 		h.metrics.resumes.WithLabelValues(res).Inc()
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.subs[name] != sub || s.closing {
+		s.mu.Unlock()
 		return
 	}
 	sub.ch = ch
@@ -332,13 +335,68 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 	if resumed && r.Recovered {
 		sub.pos = from
 	}
-	for _, m := range r.Messages {
-		s.queueDelivery(sub, newDelivery(name, m))
+	s.mu.Unlock()
+	s.catchUp(ctx, sub, r.Messages)
+}
+
+// catchUp queues the recovered messages, then the live ones held meanwhile,
+// with back-pressure (waiting for queue space instead of dropping: a
+// resume of many P0 messages must not overflow the queue and close the
+// session), and then lets deliveries go straight to the queue.
+func (s *session) catchUp(ctx context.Context, sub *subscription, batch []history.Message) {
+	for _, m := range batch {
+		if !s.pushWaiting(sub, newDelivery(sub.name, m)) {
+			return
+		}
 	}
-	for _, d := range sub.held {
-		s.queueDelivery(sub, d)
+	for {
+		s.mu.Lock()
+		if s.closing || s.subs[sub.name] != sub {
+			s.mu.Unlock()
+			return
+		}
+		if len(sub.held) == 0 && !sub.lost {
+			sub.live = true
+			s.mu.Unlock()
+			return
+		}
+		held, lost, pos := sub.held, sub.lost, sub.pos
+		sub.held, sub.lost = nil, false
+		s.mu.Unlock()
+		if lost {
+			// Too much arrived meanwhile: read it from the store instead.
+			r, err := s.h.store.Since(ctx, sub.key, pos)
+			if err != nil || !r.Recovered {
+				s.h.metrics.historyErrors.Inc()
+				s.close(wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "could not catch up"}, true)
+				return
+			}
+			held = held[:0]
+			for _, m := range r.Messages {
+				held = append(held, newDelivery(sub.name, m))
+			}
+		}
+		for _, d := range held {
+			if !s.pushWaiting(sub, d) {
+				return
+			}
+		}
 	}
-	sub.held, sub.live = nil, true
+}
+
+// pushWaiting queues d once the queue has room for it; false when the
+// session closed meanwhile.
+func (s *session) pushWaiting(sub *subscription, d *delivery) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.closing && s.q.len() > 0 && s.q.bytes+d.size > s.q.max {
+		s.space.Wait()
+	}
+	if s.closing || s.subs[sub.name] != sub {
+		return false
+	}
+	s.queueDelivery(sub, d)
+	return true
 }
 
 // dropSub forgets sub if it is still the session's subscription to name.
@@ -403,6 +461,8 @@ func (s *session) deliver(sub *subscription, d *delivery) {
 	if !sub.live {
 		if len(sub.held) < maxHeld {
 			sub.held = append(sub.held, d)
+		} else {
+			sub.lost = true
 		}
 		return
 	}
@@ -463,6 +523,7 @@ func (s *session) writeLoop() {
 	for {
 		s.mu.Lock()
 		it, ok := s.q.pop()
+		s.space.Broadcast()
 		if !ok {
 			closing, c := s.closing, s.closeMsg
 			if !closing {
@@ -485,9 +546,13 @@ func (s *session) writeLoop() {
 		if err != nil {
 			c := wire.Close{Code: wire.CloseGoingAway, Text: "write failed"}
 			s.mu.Lock()
+			if s.closing {
+				c = s.closeMsg // the write failed because the close cut it
+			}
 			s.closing = true
 			s.closeMsg = c
 			s.q.clear()
+			s.space.Broadcast()
 			s.mu.Unlock()
 			s.tr.closeWith(c)
 			s.teardown(c)
@@ -511,6 +576,12 @@ func (s *session) closeLocked(c wire.Close, notify bool) {
 	}
 	s.closing, s.closeMsg = true, c
 	s.q.clear()
+	s.space.Broadcast()
+	if s.writing {
+		// The writer may be stuck in a write to a peer that does not
+		// read: give it a moment to deliver the close, then cut.
+		time.AfterFunc(min(time.Second, s.h.sess.WriteTimeout), s.abortIfOpen)
+	}
 	if notify {
 		var f *corralv1.ServerFrame
 		ms := uint32((c.RetryAfter + time.Millisecond - 1) / time.Millisecond)
@@ -526,6 +597,18 @@ func (s *session) closeLocked(c wire.Close, notify bool) {
 	s.kickLocked()
 }
 
+// aborter is a transport that can cut its connection at once.
+type aborter interface{ abort(c wire.Close) }
+
+func (s *session) abortIfOpen() {
+	s.mu.Lock()
+	torn, c := s.torn, s.closeMsg
+	s.mu.Unlock()
+	if a, ok := s.tr.(aborter); ok && !torn {
+		a.abort(c)
+	}
+}
+
 // peerGone is called by the transport when the connection ended from the
 // other side or failed on read.
 func (s *session) peerGone(c wire.Close) {
@@ -534,6 +617,7 @@ func (s *session) peerGone(c wire.Close) {
 	if !s.closing {
 		s.closing, s.closeMsg = true, c
 		s.q.clear()
+		s.space.Broadcast()
 	}
 	s.kickLocked() // the writer closes the transport and tears down
 }

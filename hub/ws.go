@@ -60,7 +60,7 @@ func (t *wsTransport) closeWith(c wire.Close) {
 }
 
 // abort cuts the TCP connection without a close frame.
-func (t *wsTransport) abort() { _ = t.conn.NetConn().Close() }
+func (t *wsTransport) abort(wire.Close) { _ = t.conn.NetConn().Close() }
 
 func (h *Hub) wsUpgrader() *gws.Upgrader {
 	return gws.NewUpgrader(wsHandler{h: h}, &gws.ServerOption{
