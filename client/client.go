@@ -286,8 +286,13 @@ func (c *Client) read(cn conn) wire.Close {
 		f, err := cn.recv()
 		if err != nil {
 			cl := wire.CloseOf(err)
-			if goAway != nil && cl.RetryAfter == 0 {
-				cl.RetryAfter = time.Duration(goAway.GetRetryAfterMs()) * time.Millisecond
+			if goAway != nil {
+				// The server said why before closing; the transport may
+				// have lost it (a gRPC stream cut before its status).
+				cl.Code = wire.CloseCode(goAway.GetCode())
+				if cl.RetryAfter == 0 {
+					cl.RetryAfter = time.Duration(goAway.GetRetryAfterMs()) * time.Millisecond
+				}
 			}
 			return cl
 		}

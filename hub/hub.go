@@ -207,13 +207,13 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	h.mu.Unlock()
 	errc := make(chan error, 2)
 	wg.Go(func() {
-		if err := h.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := h.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			errc <- fmt.Errorf("hub: http: %w", err)
 		}
 	})
 	if grpcLn != nil {
 		wg.Go(func() {
-			if err := h.grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			if err := h.grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
 				errc <- fmt.Errorf("hub: grpc: %w", err)
 			}
 		})
@@ -236,7 +236,14 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	defer c()
 	_ = h.httpSrv.Shutdown(cancelCtx)
 	if h.grpcSrv != nil {
-		h.grpcSrv.Stop()
+		// Let the handlers return their close status, then cut.
+		stopped := make(chan struct{})
+		go func() { h.grpcSrv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-cancelCtx.Done():
+			h.grpcSrv.Stop()
+		}
 	}
 	return err
 }
