@@ -11,6 +11,7 @@ import (
 	"github.com/corralhq/corral/internal/admin"
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/natsutil"
+	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
 )
 
@@ -44,6 +45,25 @@ type Config struct {
 	Ingest IngestConfig `yaml:"ingest"`
 	// Drain paces the GoAway frames of a graceful shutdown.
 	Drain DrainConfig `yaml:"drain"`
+	// Overload turns on admission and staged shedding (package limit).
+	Overload OverloadConfig `yaml:"overload"`
+}
+
+// OverloadConfig configures the hub's overload control. The zero value
+// turns it off.
+type OverloadConfig struct {
+	// Enabled turns on the staged Shedder for sessions (admission of new
+	// sessions by priority, paced severing of open ones) and the adaptive
+	// Limiter for in-flight publishes.
+	Enabled bool `yaml:"enabled"`
+	// Shedder configures the stages; its latency signal is the hub's
+	// handshake latency (connection to Welcome), its resource signal the
+	// Go heap and the open file descriptors.
+	Shedder limit.ShedderConfig `yaml:"shedder"`
+	// Publish configures the Limiter of in-flight publishes (default
+	// algorithm: gradient). A publish that finds no slot gets 1013 with a
+	// retry hint.
+	Publish limit.LimiterConfig `yaml:"publish"`
 }
 
 // SessionConfig bounds one session. Zero fields take the defaults.
@@ -145,6 +165,9 @@ func (c IngestConfig) withDefaults() IngestConfig {
 	return c
 }
 
+// DefaultDrainDeadline is the drain deadline when drain.deadline is 0.
+const DefaultDrainDeadline = 30 * time.Second
+
 func (c DrainConfig) withDefaults() DrainConfig {
 	if c.Rate == 0 {
 		c.Rate = 1000
@@ -153,7 +176,7 @@ func (c DrainConfig) withDefaults() DrainConfig {
 		c.RetryAfter = time.Second
 	}
 	if c.Deadline == 0 {
-		c.Deadline = 30 * time.Second
+		c.Deadline = DefaultDrainDeadline
 	}
 	return c
 }
@@ -218,6 +241,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Drain.Rate < 0 || c.Drain.RetryAfter < 0 || c.Drain.Deadline < 0 {
 		return config.Errorf("drain", "hub: rate, retry_after and deadline must not be negative")
+	}
+	if c.Overload.Enabled {
+		if err := c.Overload.Shedder.Validate(); err != nil {
+			return config.Errorf("overload.shedder", "hub: %v", err)
+		}
+		if err := c.Overload.Publish.Validate(); err != nil {
+			return config.Errorf("overload.publish", "hub: %v", err)
+		}
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/hub/history"
 	"github.com/corralhq/corral/internal/natsutil"
+	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -72,6 +73,7 @@ type Hub struct {
 	seed       maphash.Seed
 	shards     [numShards]*chanShard
 	overload   Overload
+	limiter    *limit.Limiter // in-flight publishes; nil: none
 
 	nc    *natsutil.Conn
 	store history.Store
@@ -125,6 +127,18 @@ func New(cfg Config, opts Options) (*Hub, error) {
 		h.now = time.Now
 	}
 	h.metrics = newMetrics(opts.Registerer)
+	if cfg.Overload.Enabled {
+		if h.overload == nil {
+			sh, err := limit.NewShedder(cfg.Overload.Shedder)
+			if err != nil {
+				return nil, fmt.Errorf("hub: overload.shedder: %w", err)
+			}
+			h.overload = sh
+		}
+		if h.limiter, err = limit.NewLimiter(cfg.Overload.Publish); err != nil {
+			return nil, fmt.Errorf("hub: overload.publish: %w", err)
+		}
+	}
 	for _, f := range []wire.Format{wire.FormatProto, wire.FormatJSON} {
 		if h.codecs[f], err = wire.NewCodec(f, cfg.Wire); err != nil {
 			return nil, err
@@ -517,6 +531,28 @@ func (h *Hub) Publish(ctx context.Context, tenant, channel string, rank int, dat
 	if rank < 0 || rank > 2 {
 		return nil, wire.Close{Code: wire.CloseBadRequest, Text: "invalid priority"}
 	}
+	if h.limiter != nil {
+		tok, ok := h.limiter.TryAcquirePriority(limit.Priority(rank))
+		if !ok {
+			ra := time.Second
+			if h.overload != nil {
+				ra = h.overload.RetryAfterAt(limit.Priority(rank), h.now())
+			}
+			h.metrics.shed.WithLabelValues("reject_publish", strconv.Itoa(rank)).Inc()
+			return nil, wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "too many publishes in flight"}
+		}
+		res, err := h.publish(ctx, tenant, channel, rank, data, clientID, api)
+		if err != nil {
+			tok.Drop()
+		} else {
+			tok.Success()
+		}
+		return res, err
+	}
+	return h.publish(ctx, tenant, channel, rank, data, clientID, api)
+}
+
+func (h *Hub) publish(ctx context.Context, tenant, channel string, rank int, data []byte, clientID, api string) (*corralv1.Published, error) {
 	key := tenant + "." + channel
 	dk := ""
 	if clientID != "" {

@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"os"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
 	"time"
@@ -21,6 +23,30 @@ type Overload interface {
 }
 
 var _ Overload = (*limit.Shedder)(nil)
+
+// resourceObserver is the optional part of an Overload that learns the
+// process's heap and file descriptors (*limit.Shedder has it).
+type resourceObserver interface{ ObserveResources(heap uint64, fds int) }
+
+// observeResources feeds the Go heap and the open descriptors to the
+// policy.
+func (h *Hub) observeResources() {
+	o, ok := h.overload.(resourceObserver)
+	if !ok {
+		return
+	}
+	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	rtmetrics.Read(s)
+	heap := uint64(0)
+	if s[0].Value.Kind() == rtmetrics.KindUint64 {
+		heap = s[0].Value.Uint64()
+	}
+	fds := -1
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		fds = len(ents)
+	}
+	o.ObserveResources(heap, max(fds, 0))
+}
 
 // latencyObserver is the optional part of an Overload that learns from
 // handshake latencies (*limit.Shedder has it).
@@ -57,11 +83,14 @@ func (h *Hub) severLoop(ctx context.Context, tick time.Duration) {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	for {
+	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if i%10 == 0 {
+			h.observeResources()
 		}
 		h.severOnce()
 	}

@@ -19,6 +19,7 @@ func commands() []func(*globals) *cobra.Command {
 		newVersionCmd,
 		newSimCmd,
 		newDNSCmd,
+		newHubCmd,
 		newShardCmd,
 	}
 }

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/internal/admin"
+	"github.com/corralhq/corral/internal/lifecycle"
+)
+
+// newHubCmd builds `corral hub`: the origin server of sessions.
+func newHubCmd(g *globals) *cobra.Command {
+	return newServerCmd(g, serverSpec[hub.Config]{
+		name:  "hub",
+		short: "Serve resumable sessions over WebSocket and gRPC, scaled out on NATS",
+		long: `corral hub holds client sessions over WebSocket (GET /v1/ws, subprotocols
+corral.v1.proto and corral.v1.json) and gRPC (corral.v1.Corral/Connect),
+delivers channel messages, keeps a replay window so that a reconnecting client
+gets exactly what it missed (or a gap), and takes publishes from backends over
+gRPC, HTTP (POST /v1/publish with an API key) and plain NATS
+(corral.publish.<tenant>.<channel>).
+
+NATS is embedded by default (no port opened); nats.url joins a NATS cluster,
+and every hub on it serves the same history (JetStream). On SIGTERM the hub
+drains: GoAway to every session at drain.rate per second with jittered retry
+hints, then exit when empty or at drain.deadline.
+
+The admin listener serves /metrics, /healthz, /readyz and /debug/pprof/.`,
+		example:   "examples/hub.yaml",
+		envPrefix: "CORRAL_HUB",
+		defaults:  func() *hub.Config { c := hub.Defaults(); return &c },
+		addrs:     func(c *hub.Config) (*string, *string) { return &c.Listen, &c.Admin.Addr },
+		run:       runHub,
+	})
+}
+
+// runHub serves cfg until ctx ends, then drains.
+func runHub(ctx context.Context, log *slog.Logger, cfg *hub.Config, _ string) error {
+	reg := admin.NewRegistry()
+	srv, err := hub.New(*cfg, hub.Options{Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	adm := admin.New(cfg.Admin, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
+	grace := cfg.Drain.Deadline
+	if grace == 0 {
+		grace = hub.DefaultDrainDeadline
+	}
+	return lifecycle.Run(ctx, log, grace+5*time.Second,
+		lifecycle.Named{Name: "hub", Part: srv},
+		lifecycle.Named{Name: "admin", Part: adm},
+	)
+}
