@@ -94,7 +94,7 @@ type Decision struct {
 // NewShedder. Admit is the method most callers want.
 type Shedder struct {
 	stage  atomic.Uint32
-	evalAt atomic.Int64 // unix ns of the next evaluation
+	evalAt atomic.Int64 // next evaluation, ns since base
 	heap   atomic.Uint64
 	fds    atomic.Int64
 	hist   atomicHist
@@ -103,8 +103,9 @@ type Shedder struct {
 	rejected [NumPriorities]atomic.Int64
 	severed  [NumPriorities]atomic.Int64
 
-	cfg ShedderConfig
-	rnd jitter
+	cfg  ShedderConfig
+	rnd  jitter
+	base time.Time // creation time; the monotonic origin of evalAt
 
 	mu           sync.Mutex // guards the evaluation and pacing state below
 	changedAt    time.Time
@@ -154,9 +155,10 @@ func NewShedder(cfg ShedderConfig) (*Shedder, error) {
 	s.rnd.src = cfg.Rand
 	s.rnd.ctr.Store(cfg.Seed)
 	now := s.now()
+	s.base = now
 	s.changedAt, s.tokensAt = now, now
 	s.tokens = s.burst(cfg.SeverRate)
-	s.evalAt.Store(now.Add(cfg.EvalInterval).UnixNano())
+	s.evalAt.Store(int64(cfg.EvalInterval))
 	return s, nil
 }
 
@@ -188,7 +190,20 @@ func (s *Shedder) ObserveResources(heap uint64, fds int) {
 
 // Admit decides whether new work of priority p may enter now. An invalid
 // priority is treated as P2.
-func (s *Shedder) Admit(p Priority) Decision { return s.AdmitAt(p, s.now()) }
+func (s *Shedder) Admit(p Priority) Decision {
+	if s.cfg.Clock != nil {
+		return s.AdmitAt(p, s.cfg.Clock.Now())
+	}
+	// One monotonic clock read on the common path; a time.Time is built
+	// only to evaluate or to compute a retry hint.
+	ns := time.Since(s.base)
+	st := Stage(s.stage.Load())
+	if int64(ns) >= s.evalAt.Load() || st.rejects(p) || !p.Valid() {
+		return s.AdmitAt(p, s.base.Add(ns))
+	}
+	s.admitted[p].Add(1)
+	return Decision{Admit: true, Stage: st}
+}
 
 // AdmitAt is Admit at an explicit time.
 func (s *Shedder) AdmitAt(p Priority, now time.Time) Decision {
@@ -227,10 +242,11 @@ func (s *Shedder) EvaluateAt(now time.Time) Stage {
 
 func (s *Shedder) maybeEvaluate(now time.Time) {
 	due := s.evalAt.Load()
-	if now.UnixNano() < due {
+	at := int64(now.Sub(s.base))
+	if at < due {
 		return
 	}
-	if !s.evalAt.CompareAndSwap(due, now.Add(s.cfg.EvalInterval).UnixNano()) {
+	if !s.evalAt.CompareAndSwap(due, at+int64(s.cfg.EvalInterval)) {
 		return
 	}
 	s.mu.Lock()
