@@ -2,6 +2,7 @@ package limit
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 )
@@ -250,5 +251,43 @@ func TestInvalidPriorityIsBackground(t *testing.T) {
 		if q, err := ParsePriority(p.String()); err != nil || q != p {
 			t.Errorf("ParsePriority(%q) = %v, %v", p.String(), q, err)
 		}
+	}
+}
+
+func TestShedderConcurrentUse(t *testing.T) {
+	s, err := NewShedder(ShedderConfig{EvalInterval: time.Millisecond, RiseDwell: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 3000 {
+				p := Priority(i % NumPriorities)
+				switch g % 4 {
+				case 0:
+					if d := s.Admit(p); !d.Admit && d.RetryAfter <= 0 {
+						t.Errorf("rejection without a hint: %+v", d)
+						return
+					}
+				case 1:
+					s.Observe(time.Duration(i%300) * time.Millisecond)
+				case 2:
+					s.SeverQuota(Counts{10, 10, 10})
+					s.ObserveResources(uint64(i), i)
+				default:
+					_ = s.RetryAfter(p)
+					_ = s.Snapshot()
+					_ = s.Transitions()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	sn := s.Snapshot()
+	if got := sn.Admitted.Total() + sn.Rejected.Total(); got != 6000 {
+		t.Errorf("admitted + rejected = %d, want the 6000 Admit calls", got)
 	}
 }
