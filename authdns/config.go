@@ -120,7 +120,8 @@ type RecordConfig struct {
 	// or absolute with a final dot. A first label "*" makes a wildcard;
 	// shuffle sets are always wildcards ("*.tenants").
 	Name string `yaml:"name"`
-	// Type is A, AAAA, CNAME, TXT, MX, SRV, CAA or NS.
+	// Type is A, AAAA, CNAME, TXT, MX, SRV or CAA (the zone's SOA and NS
+	// come from its soa and ns keys; delegations are not supported).
 	Type string `yaml:"type"`
 	// TTL in seconds; 0 takes the zone's.
 	TTL uint32 `yaml:"ttl"`

@@ -229,6 +229,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"subset without n", "      - {name: a, type: A, policy: weighted-subset, values: [1.2.3.4]}\n", "needs n"},
 		{"cname beside A", "      - {name: a, type: A, values: [1.2.3.4]}\n      - {name: a, type: CNAME, values: [b]}\n", "CNAME cannot share"},
 		{"outside zone", "      - {name: a.example.com., type: A, values: [1.2.3.4]}\n", "outside the zone"},
+		{"delegation", "      - {name: sub, type: NS, values: [ns.other.test.]}\n", "delegations are not supported"},
 		{"shuffle secret", "      - {name: '*.t', type: A, policy: shuffle, shuffle: {secret: xx, hand_size: 1}, values: [1.2.3.4]}\n", "secret"},
 	}
 	for _, tc := range tests {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/corralhq/corral/authdns/answer"
 	"github.com/corralhq/corral/health"
+	"github.com/corralhq/corral/internal/lifecycle"
 )
 
 // Options are the collaborators of a Server. The zero value works: no
@@ -138,6 +139,11 @@ func (s *Server) build(cfg *Config) (*state, error) {
 	}
 	return st, nil
 }
+
+var (
+	_ lifecycle.Part = (*Server)(nil)
+	_ answer.Health  = (*health.Checker)(nil)
+)
 
 // healthView is the view answers are selected with.
 func (s *Server) healthView() answer.Health { return s.checker }

@@ -258,11 +258,15 @@ func compileSet(cfg *Config, rc RecordConfig, origin []byte, zoneTTL uint32) (*r
 	}
 	rtype, ok := typeNames[strings.ToUpper(rc.Type)]
 	if !ok {
-		bad("type", "unsupported type %q (want A, AAAA, CNAME, TXT, MX, SRV, CAA or NS)", rc.Type)
+		bad("type", "unsupported type %q (want A, AAAA, CNAME, TXT, MX, SRV or CAA; SOA and NS come from the soa and ns keys)", rc.Type)
 		return nil, nil, errs
 	}
-	if rtype == typeNS && string(owner) == string(origin) {
-		bad("type", "the zone's own NS records come from the ns key")
+	if rtype == typeNS {
+		if string(owner) == string(origin) {
+			bad("type", "the zone's own NS records come from the ns key")
+		} else {
+			bad("type", "NS below the apex would delegate %s; delegations are not supported", presentation(owner))
+		}
 		return nil, nil, errs
 	}
 	pol, err := policyOf(rc.Policy)
