@@ -291,3 +291,36 @@ func TestShedderConcurrentUse(t *testing.T) {
 		t.Errorf("admitted + rejected = %d, want the 6000 Admit calls", got)
 	}
 }
+
+func TestResourcePressureMovesStages(t *testing.T) {
+	const ceiling = 1 << 30
+	s, c := shedAt(t, ShedderConfig{Resources: ResourceConfig{MaxHeap: ceiling}})
+	tick := func(d time.Duration) {
+		end := c.t.Add(d)
+		for c.t.Before(end) {
+			c.t = c.t.Add(100 * time.Millisecond)
+			s.EvaluateAt(c.t)
+		}
+	}
+	s.ObserveResources(ceiling*95/100, 0) // above High (0.9), below the ceiling
+	tick(2100 * time.Millisecond)
+	if st := s.Stage(); st != StageSeverP2 {
+		t.Fatalf("stage %v after 2 s at 95 %% heap, want sever-p2", st)
+	}
+	if tr := s.Transitions(); tr[0].Reason != "resources" {
+		t.Errorf("first transition reason %q, want resources", tr[0].Reason)
+	}
+	s.ObserveResources(ceiling*85/100, 0) // between Low and High: hold
+	tick(time.Minute)
+	if st := s.Stage(); st != StageSeverP2 {
+		t.Fatalf("stage %v after a minute at 85 %% heap, want it held", st)
+	}
+	s.ObserveResources(ceiling/2, 0)
+	tick(21 * time.Second)
+	if st := s.Stage(); st != StageNormal {
+		t.Fatalf("stage %v after 21 s at 50 %% heap, want normal", st)
+	}
+	if sn := s.Snapshot(); sn.Emergency || sn.Severed.Total() != 0 {
+		t.Errorf("snapshot %+v: no emergency, nothing severed expected", sn)
+	}
+}
