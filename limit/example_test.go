@@ -103,3 +103,28 @@ func ExampleShedder() {
 	// p2 admitted: false, hint over 10 s: true
 	// sever now: [0 0 4]
 }
+
+// The cohort simulator drives a Shedder with counts instead of devices:
+// one ObserveN per step for the step's handshakes, one AdmitNAt per
+// priority cohort, and RetryRangeAt to spread a rejected cohort.
+func ExampleShedder_cohort() {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	shed, err := limit.NewShedder(limit.ShedderConfig{Clock: &manualClock{t: start}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for step := 1; step <= 3; step++ {
+		now := start.Add(time.Duration(step) * time.Second)
+		shed.ObserveN(180*time.Millisecond, 5000) // the step's handshakes
+		d := shed.AdmitNAt(limit.P2, 20_000, now)
+		lo, hi := shed.RetryRangeAt(limit.P2, now)
+		fmt.Printf("t=%ds stage=%v P2 admitted=%v retry in [%v, %v)\n", step, d.Stage, d.Admit, lo, hi)
+	}
+	fmt.Println("P2 rejected:", shed.Snapshot().Rejected[limit.P2])
+	// Output:
+	// t=1s stage=reject-p2 P2 admitted=false retry in [20s, 40s)
+	// t=2s stage=sever-p2 P2 admitted=false retry in [30s, 1m0s)
+	// t=3s stage=reject-p1 P2 admitted=false retry in [40s, 1m20s)
+	// P2 rejected: 60000
+}

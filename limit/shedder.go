@@ -181,6 +181,16 @@ func (s *Shedder) Observe(d time.Duration) {
 	s.hist.add(d)
 }
 
+// ObserveN records n latencies of d at once, as a cohort simulator that
+// aggregates a step's handshakes does. Negative or huge latencies and n < 1
+// are ignored.
+func (s *Shedder) ObserveN(d time.Duration, n int64) {
+	if d < 0 || d > MaxRTT || n < 1 {
+		return
+	}
+	s.hist.counts[bucketOf(d)].Add(n)
+}
+
 // ObserveResources records the current heap size in bytes and number of
 // open file descriptors.
 func (s *Shedder) ObserveResources(heap uint64, fds int) {
@@ -217,6 +227,25 @@ func (s *Shedder) AdmitAt(p Priority, now time.Time) Decision {
 		return Decision{Admit: true, Stage: st}
 	}
 	s.rejected[p].Add(1)
+	return Decision{Stage: st, RetryAfter: s.RetryAfterAt(p, now)}
+}
+
+// AdmitNAt decides for n units of work of priority p at once (a cohort of
+// devices in a simulation): the decision is the same for all of them and
+// the counters move by n. The RetryAfter of a rejection is one draw; use
+// RetryRangeAt to spread a cohort.
+func (s *Shedder) AdmitNAt(p Priority, n int64, now time.Time) Decision {
+	s.maybeEvaluate(now)
+	if !p.Valid() {
+		p = P2
+	}
+	n = max(n, 0)
+	st := Stage(s.stage.Load())
+	if !st.rejects(p) {
+		s.admitted[p].Add(n)
+		return Decision{Admit: true, Stage: st}
+	}
+	s.rejected[p].Add(n)
 	return Decision{Stage: st, RetryAfter: s.RetryAfterAt(p, now)}
 }
 
@@ -413,6 +442,14 @@ func (s *Shedder) RetryAfter(p Priority) time.Duration { return s.RetryAfterAt(p
 // already admits p (the rejection came from a Limiter); it is clamped to
 // [Retry.Min, Retry.Max] and spread uniformly over [e, e x (1 + Spread)).
 func (s *Shedder) RetryAfterAt(p Priority, now time.Time) time.Duration {
+	lo, hi := s.RetryRangeAt(p, now)
+	return lo + time.Duration(s.rnd.float64()*float64(hi-lo))
+}
+
+// RetryRangeAt returns the range [lo, hi) that RetryAfterAt draws its hints
+// from uniformly, so that a cohort simulator can spread a whole cohort over
+// it without one call per device.
+func (s *Shedder) RetryRangeAt(p Priority, now time.Time) (lo, hi time.Duration) {
 	if !p.Valid() {
 		p = P2
 	}
@@ -426,7 +463,7 @@ func (s *Shedder) RetryAfterAt(p Priority, now time.Time) time.Duration {
 	}
 	s.mu.Unlock()
 	est = max(s.cfg.Retry.Min, min(est, s.cfg.Retry.Max))
-	return est + time.Duration(s.rnd.float64()*s.cfg.Retry.Spread*float64(est))
+	return est, est + time.Duration(s.cfg.Retry.Spread*float64(est))
 }
 
 // Transitions returns the remembered stage changes, oldest first.
