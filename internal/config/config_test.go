@@ -85,6 +85,11 @@ func TestDecodeErrorsNameFileLineAndKey(t *testing.T) {
 			want: []string{"cfg.yaml:4:", "records[1].weight:", "at most 255"},
 		},
 		{
+			name: "YAML tag where a list is expected",
+			yaml: "tags: !x\n",
+			want: []string{"cfg.yaml:1:", "tags:", `YAML tag "!x" is not supported`},
+		},
+		{
 			name: "syntax error",
 			yaml: "listen: [\n",
 			want: []string{"cfg.yaml:"},
@@ -200,4 +205,20 @@ func TestFieldPrefixesJoinedErrors(t *testing.T) {
 	if Field("x", nil) != nil {
 		t.Error("Field of nil is not nil")
 	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		"listen: x\n",
+		"records:\n  - name: a\n    check: {interval: 1s}\n",
+		"tags: !x\n",
+		"timeout: &a 1s\nlisten: *a\n",
+		"records: [1, {x: }]\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c testCfg
+		_ = Decode("fuzz.yaml", data, &c, Options{})
+	})
 }

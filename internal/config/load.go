@@ -44,8 +44,14 @@ func Load(path string, dst any, opts Options) error {
 	return Decode(path, data, dst, opts)
 }
 
-// Decode is Load on bytes already read; name is used in messages.
-func Decode(name string, data []byte, dst any, opts Options) error {
+// Decode is Load on bytes already read; name is used in messages. It never
+// panics on input: a panic inside the YAML library is returned as an error.
+func Decode(name string, data []byte, dst any, opts Options) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("config: %s: the YAML library failed on this input: %v", name, r)
+		}
+	}()
 	rv := reflect.ValueOf(dst)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
 		return fmt.Errorf("config: Decode needs a non-nil pointer to a struct, got %T", dst)
@@ -175,7 +181,10 @@ func (p positions) walk(node ast.Node, t reflect.Type, path string, errs *[]erro
 	case *ast.AnchorNode:
 		p.walk(n.Value, t, path, errs)
 	case *ast.TagNode:
-		p.walk(n.Value, t, path, errs)
+		// corral configs have no use for YAML tags, and go-yaml mishandles
+		// some of them (a bare "!x" where a list is expected panics), so
+		// every tag is refused with its position.
+		*errs = append(*errs, &FieldError{Path: path, Err: fmt.Errorf("YAML tag %q is not supported", n.Start.Value)})
 	case *ast.MappingNode:
 		for _, mv := range n.Values {
 			p.walkPair(mv, t, path, errs)
