@@ -73,8 +73,11 @@ func (c Common) validate(name string) error {
 }
 
 // ProbeConfig schedules baseline probes: every Interval (jittered to
-// [0.5, 1.5) x Interval) the limit drops to Ratio x limit for one window so
-// that queues drain and the ideal latency is measured again.
+// [0.5, 1.5) x Interval) the limit drops to Ratio x limit for two windows,
+// one to drain the queue and one to measure the ideal latency again. A probe that
+// still finds a queue (its latency fell by more than a tenth, so the limit
+// was above the knee by more than Ratio) makes the next probe deeper, down
+// to 0.25 x limit; one that finds none resets the depth to Ratio.
 type ProbeConfig struct {
 	// Interval between probes. Default 5 s; negative disables probing.
 	Interval time.Duration `yaml:"interval"`

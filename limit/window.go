@@ -130,7 +130,10 @@ type core struct {
 	// probing, used by algorithms with a baseline
 	base       *baseline
 	probe      ProbeConfig
+	ratio      float64       // probe ratio in use (deepens while probes find queues)
+	preProbe   time.Duration // latency of the window before the probe
 	probing    bool
+	drained    bool // the first probe window (the drain) has closed
 	saved      float64
 	nextProbe  time.Time
 	rng        splitmix
@@ -144,6 +147,7 @@ func (k *core) init(c Common, b *baseline, p ProbeConfig, seed uint64) {
 	k.slowStart = true
 	k.base = b
 	k.probe = p
+	k.ratio = p.Ratio
 	k.rng = splitmix{state: seed}
 	k.pub.Store(int64(c.InitialLimit))
 }
@@ -184,15 +188,30 @@ func (k *core) update(s Sample, step func(sum summary)) (int, error) {
 	return int(k.pub.Load()), nil
 }
 
-// afterProbe handles the window that ran at a probe limit: its latency
-// goes to the baseline and the limit from before the probe comes back.
+// afterProbe handles the windows that ran at a probe limit. The first
+// drains what was admitted at the full limit and is ignored; the second's
+// latency goes to the baseline and the limit from before the probe comes
+// back.
 func (k *core) afterProbe(sum summary) bool {
 	if !k.probing {
 		return false
 	}
-	k.probing = false
+	if !k.drained {
+		k.drained = true
+		return true
+	}
+	k.probing, k.drained = false, false
 	if sum.count > 0 {
 		k.base.push(sum.rtt)
+		// A probe that cut the latency by more than a tenth found a queue
+		// it did not drain: the limit is above the knee by more than the
+		// probe ratio, so the next probe goes deeper. One that found none
+		// resets the ratio.
+		if k.preProbe > 0 && float64(sum.rtt) < 0.9*float64(k.preProbe) {
+			k.ratio = max(minProbeRatio, k.ratio*k.probe.Ratio)
+		} else {
+			k.ratio = k.probe.Ratio
+		}
 	}
 	k.ideal = k.base.ideal()
 	k.est = k.saved
@@ -200,7 +219,7 @@ func (k *core) afterProbe(sum summary) bool {
 	return true
 }
 
-// maybeProbe lowers the limit for one window when a probe is due, so that
+// maybeProbe lowers the limit for two windows when a probe is due, so that
 // queues drain and the baseline sees an unloaded latency.
 func (k *core) maybeProbe(now time.Time) {
 	if k.probe.Interval <= 0 || k.slowStart {
@@ -215,7 +234,8 @@ func (k *core) maybeProbe(now time.Time) {
 	}
 	k.probing = true
 	k.saved = k.est
-	k.est = max(float64(k.c.MinLimit), k.est*k.probe.Ratio)
+	k.preProbe = k.lastRTT
+	k.est = max(float64(k.c.MinLimit), k.est*k.ratio)
 	k.publish()
 }
 
@@ -276,6 +296,9 @@ func (k *core) stats() LimitStats {
 		Probing:   k.probing,
 	}
 }
+
+// minProbeRatio bounds how deep adaptive probes go.
+const minProbeRatio = 0.25
 
 // splitmix is a small deterministic random source (SplitMix64).
 type splitmix struct{ state uint64 }
