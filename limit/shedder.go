@@ -40,6 +40,10 @@ func (s Stage) String() string {
 	return fmt.Sprintf("stage(%d)", uint8(s))
 }
 
+// Admits reports whether stage s admits new work of priority p. An
+// invalid priority is treated as P2.
+func (s Stage) Admits(p Priority) bool { return !s.rejects(p) }
+
 // rejects reports whether stage s turns away new work of priority p.
 // An invalid priority is treated as P2.
 func (s Stage) rejects(p Priority) bool {

@@ -42,7 +42,7 @@ func TestStageAdmission(t *testing.T) {
 	}
 	for st, admits := range want {
 		for p := range NumPriorities {
-			if got := !st.rejects(Priority(p)); got != admits[p] {
+			if got := st.Admits(Priority(p)); got != admits[p] {
 				t.Errorf("stage %v admits %v: %v, want %v", st, Priority(p), got, admits[p])
 			}
 		}
