@@ -14,7 +14,8 @@
 #   proc_us:  the server processes' own user+system time / queries
 #             answered (robust to other work on core 0).
 #
-# Usage: bash bench/dns/run.sh            (env: DURATION=10 RUNS=3 SERVERS="corral knot nsd")
+# Usage: bash bench/dns/run.sh            (env: DURATION=10 RUNS=3 SERVERS="corral knot nsd",
+#                                         QPS=N caps dnsperf's rate; default: its maximum)
 # Installs dnsperf, knot and nsd with apt-get when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -197,7 +198,7 @@ for run in $(seq "$RUNS"); do
 		for case in static multi; do
 			read -r b0 t0 < <(cpu0)
 			p0=$(proc_ticks $procs)
-			out=$(taskset -c 1 dnsperf -s 127.0.0.1 -p "$PORT" -d "$work/$case.q" -l "$DURATION" -c 4 -q 200 2>&1)
+			out=$(taskset -c 1 dnsperf -s 127.0.0.1 -p "$PORT" -d "$work/$case.q" -l "$DURATION" -c 4 -q 200 ${QPS:+-Q "$QPS"} 2>&1)
 			read -r b1 t1 < <(cpu0)
 			p1=$(proc_ticks $procs)
 			completed=$(echo "$out" | awk '/Queries completed:/ { print $3 }')
