@@ -91,24 +91,28 @@ type collector struct {
 	mu    sync.Mutex
 	all   []*stats
 	zones func() (zones, sets int)
+	// reloadCounts returns the successful and failed reloads.
+	reloadCounts func() (ok, failed uint64)
 
-	queries, rcodes, policies, truncated, dropped, rrl, failOpen, zoneCount, batches *prometheus.Desc
-	size                                                                             *prometheus.Desc
+	queries, rcodes, policies, truncated, dropped, rrl, failOpen, zoneCount, batches, reloads *prometheus.Desc
+	size                                                                                      *prometheus.Desc
 }
 
-func newCollector(zones func() (int, int)) *collector {
+func newCollector(zones func() (int, int), reloads func() (uint64, uint64)) *collector {
 	return &collector{
-		zones:     zones,
-		queries:   prometheus.NewDesc("corral_dns_queries_total", "Queries answered, by query type.", []string{"qtype"}, nil),
-		rcodes:    prometheus.NewDesc("corral_dns_responses_total", "Responses sent, by response code.", []string{"rcode"}, nil),
-		policies:  prometheus.NewDesc("corral_dns_policy_answers_total", "Answers chosen by a routing policy, by policy.", []string{"policy"}, nil),
-		truncated: prometheus.NewDesc("corral_dns_truncated_total", "UDP responses sent truncated (TC) because the answer did not fit.", nil, nil),
-		dropped:   prometheus.NewDesc("corral_dns_dropped_total", "Packets not answered because their header could not be parsed or they were responses.", nil, nil),
-		rrl:       prometheus.NewDesc("corral_dns_rrl_total", "Responses withheld by response rate limiting, by action (drop, slip).", []string{"action"}, nil),
-		failOpen:  prometheus.NewDesc("corral_dns_fail_open_total", "Answers made of unhealthy records because no candidate was healthy.", nil, nil),
-		zoneCount: prometheus.NewDesc("corral_dns_zones", "Zones and record sets served.", []string{"kind"}, nil),
-		batches:   prometheus.NewDesc("corral_dns_udp_batches_total", "UDP reads (recvmmsg calls on Linux) that returned datagrams; queries over batches is the batch size.", nil, nil),
-		size:      prometheus.NewDesc("corral_dns_response_size_bytes", "Size of the responses sent.", nil, nil),
+		zones:        zones,
+		reloadCounts: reloads,
+		reloads:      prometheus.NewDesc("corral_dns_reloads_total", "Configuration reloads, by result (ok, error: the old zones kept serving).", []string{"result"}, nil),
+		queries:      prometheus.NewDesc("corral_dns_queries_total", "Queries answered, by query type.", []string{"qtype"}, nil),
+		rcodes:       prometheus.NewDesc("corral_dns_responses_total", "Responses sent, by response code.", []string{"rcode"}, nil),
+		policies:     prometheus.NewDesc("corral_dns_policy_answers_total", "Answers chosen by a routing policy, by policy.", []string{"policy"}, nil),
+		truncated:    prometheus.NewDesc("corral_dns_truncated_total", "UDP responses sent truncated (TC) because the answer did not fit.", nil, nil),
+		dropped:      prometheus.NewDesc("corral_dns_dropped_total", "Packets not answered because their header could not be parsed or they were responses.", nil, nil),
+		rrl:          prometheus.NewDesc("corral_dns_rrl_total", "Responses withheld by response rate limiting, by action (drop, slip).", []string{"action"}, nil),
+		failOpen:     prometheus.NewDesc("corral_dns_fail_open_total", "Answers made of unhealthy records because no candidate was healthy.", nil, nil),
+		zoneCount:    prometheus.NewDesc("corral_dns_zones", "Zones and record sets served.", []string{"kind"}, nil),
+		batches:      prometheus.NewDesc("corral_dns_udp_batches_total", "UDP reads (recvmmsg calls on Linux) that returned datagrams; queries over batches is the batch size.", nil, nil),
+		size:         prometheus.NewDesc("corral_dns_response_size_bytes", "Size of the responses sent.", nil, nil),
 	}
 }
 
@@ -120,7 +124,7 @@ func (c *collector) add(s *stats) {
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queries, c.rcodes, c.policies, c.truncated, c.dropped, c.rrl, c.failOpen, c.zoneCount, c.batches, c.size} {
+	for _, d := range []*prometheus.Desc{c.queries, c.rcodes, c.policies, c.truncated, c.dropped, c.rrl, c.failOpen, c.zoneCount, c.batches, c.reloads, c.size} {
 		ch <- d
 	}
 }
@@ -174,6 +178,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.rrl, prometheus.CounterValue, float64(sum.rrlS), "slip")
 	ch <- prometheus.MustNewConstMetric(c.failOpen, prometheus.CounterValue, float64(sum.failOpen))
 	ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(sum.batches))
+	ok, failed := c.reloadCounts()
+	ch <- prometheus.MustNewConstMetric(c.reloads, prometheus.CounterValue, float64(ok), "ok")
+	ch <- prometheus.MustNewConstMetric(c.reloads, prometheus.CounterValue, float64(failed), "error")
 	zones, sets := c.zones()
 	ch <- prometheus.MustNewConstMetric(c.zoneCount, prometheus.GaugeValue, float64(zones), "zones")
 	ch <- prometheus.MustNewConstMetric(c.zoneCount, prometheus.GaugeValue, float64(sets), "record_sets")

@@ -47,6 +47,8 @@ func (s *Server) Watch(ctx context.Context, o WatchOptions) {
 		cfg, err := o.Load(o.Path)
 		if err == nil {
 			err = s.Reload(cfg)
+		} else {
+			s.reloadErrors.Add(1)
 		}
 		if err != nil {
 			s.log.Error("reload failed; still serving the previous zones", "trigger", why, "err", err)

@@ -54,6 +54,9 @@ func TestReloadBadConfigKeepsOldZone(t *testing.T) {
 	if !strings.Contains(logs.String(), path+":8:") {
 		t.Errorf("log does not name %s:8:\n%s", path, logs.String())
 	}
+	if s.reloadErrors.Load() == 0 {
+		t.Error("the failed reload was not counted")
+	}
 	if got := answers(); !slices.Equal(got, []string{"10.0.0.1"}) || s.Reloads() != 0 {
 		t.Fatalf("after a bad config: %v (reloads %d), want the old zone", got, s.Reloads())
 	}

@@ -66,19 +66,20 @@ type Server struct {
 
 	state atomic.Pointer[state]
 
-	mu        sync.Mutex // guards the fields below
-	udp       []*net.UDPConn
-	tcp       net.Listener
-	conns     map[net.Conn]struct{}
-	running   bool
-	shutdown  bool
-	cancel    context.CancelFunc
-	started   chan struct{}
-	startOnce sync.Once
-	done      chan struct{}
-	wg        sync.WaitGroup
-	ready     atomic.Bool
-	reloads   atomic.Uint64
+	mu           sync.Mutex // guards the fields below
+	udp          []*net.UDPConn
+	tcp          net.Listener
+	conns        map[net.Conn]struct{}
+	running      bool
+	shutdown     bool
+	cancel       context.CancelFunc
+	started      chan struct{}
+	startOnce    sync.Once
+	done         chan struct{}
+	wg           sync.WaitGroup
+	ready        atomic.Bool
+	reloads      atomic.Uint64
+	reloadErrors atomic.Uint64
 }
 
 // New validates cfg and builds a Server. It does no I/O and starts no
@@ -115,7 +116,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	s.coll = newCollector(func() (int, int) {
 		zs := s.state.Load().zones
 		return len(zs.zones), zs.sets
-	})
+	}, func() (uint64, uint64) { return s.reloads.Load(), s.reloadErrors.Load() })
 	s.tcpSt = &stats{}
 	s.coll.add(s.tcpSt)
 	if opts.Registerer != nil {
@@ -156,16 +157,10 @@ func (s *Server) Checker() *health.Checker { return s.checker }
 // and its error is returned. Listen address, sockets, EDNS buffer and TCP
 // settings keep their values from New.
 func (s *Server) Reload(cfg *Config) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	st, err := s.build(cfg)
+	st, err := s.prepare(cfg)
 	if err != nil {
+		s.reloadErrors.Add(1)
 		return err
-	}
-	st.ednsBuffer = s.cfg.EDNSBuffer
-	if err := s.checker.Update(cfg.Health); err != nil {
-		return fmt.Errorf("authdns: %w", err)
 	}
 	s.state.Store(st)
 	s.reloads.Add(1)
@@ -174,6 +169,22 @@ func (s *Server) Reload(cfg *Config) error {
 	}
 	s.log.Info("reloaded", "zones", len(st.zones.zones), "record_sets", st.zones.sets)
 	return nil
+}
+
+// prepare validates cfg, builds its state and updates the health checks.
+func (s *Server) prepare(cfg *Config) (*state, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := s.build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	st.ednsBuffer = s.cfg.EDNSBuffer
+	if err := s.checker.Update(cfg.Health); err != nil {
+		return nil, fmt.Errorf("authdns: %w", err)
+	}
+	return st, nil
 }
 
 // Run binds the UDP sockets and the TCP listener, starts the health checks
