@@ -25,6 +25,8 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/lesismal/llib v1.2.2 // indirect
+	github.com/lesismal/nbio v1.6.8 // indirect
 	github.com/lxzan/gws v1.8.9 // indirect
 	github.com/mattn/go-runewidth v0.0.30 // indirect
 	github.com/miekg/dns v1.1.73 // indirect

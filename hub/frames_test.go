@@ -100,7 +100,7 @@ func TestMalformedFramesAndLimits(t *testing.T) {
 		want  wire.CloseCode
 	}{
 		{"binary garbage", wire.SubprotocolProto, func(r *rawWS) { _ = r.c.WriteMessage(gws.OpcodeBinary, []byte{0xff, 0xff, 0xff}) }, wire.CloseProtocolError},
-		{"empty binary frame", wire.SubprotocolProto, func(r *rawWS) { _ = r.c.WriteMessage(gws.OpcodeBinary, nil) }, wire.CloseProtocolError},
+		{"text that is not UTF-8", wire.SubprotocolJSON, func(r *rawWS) { _ = r.c.WriteMessage(gws.OpcodeText, []byte{'{', 0xff, '}'}) }, wire.CloseInvalidPayload},
 		{"text on the binary subprotocol", wire.SubprotocolProto, func(r *rawWS) { _ = r.c.WriteMessage(gws.OpcodeText, []byte("{}")) }, wire.CloseProtocolError},
 		{"JSON that is not JSON", wire.SubprotocolJSON, func(r *rawWS) { _ = r.c.WriteMessage(gws.OpcodeText, []byte("{nope")) }, wire.CloseInvalidPayload},
 		{"JSON of no frame", wire.SubprotocolJSON, func(r *rawWS) { _ = r.c.WriteMessage(gws.OpcodeText, []byte(`{"id":"3"}`)) }, wire.CloseProtocolError},

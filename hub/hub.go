@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lesismal/nbio/nbhttp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,8 +76,9 @@ type Hub struct {
 	overload   Overload
 	limiter    *limit.Limiter // in-flight publishes; nil: none
 
-	nc    *natsutil.Conn
-	store history.Store
+	nc     *natsutil.Conn
+	store  history.Store
+	runCtx context.Context // Run's context, for work started by nbio callbacks
 
 	started  chan struct{}
 	done     chan struct{} // closed when Shutdown has finished draining
@@ -88,6 +90,7 @@ type Hub struct {
 	sessions  map[*session]struct{}
 	httpLn    net.Listener
 	grpcLn    net.Listener
+	wsEngine  *nbhttp.Engine
 	httpSrv   *http.Server
 	grpcSrv   *grpc.Server
 	cancelRun context.CancelFunc
@@ -212,9 +215,20 @@ func (h *Hub) run(ctx context.Context) (err error) {
 			return fmt.Errorf("hub: grpc listen: %w", err)
 		}
 	}
+	h.runCtx = ctx
+	engine, up := h.newWSEngine()
+	if err := engine.Start(); err != nil {
+		_ = httpLn.Close()
+		if grpcLn != nil {
+			_ = grpcLn.Close()
+		}
+		return fmt.Errorf("hub: http: %w", err)
+	}
+	defer engine.Stop()
 	h.mu.Lock()
 	h.httpLn, h.grpcLn = httpLn, grpcLn
-	h.httpSrv = &http.Server{Handler: h.httpHandler(), ReadHeaderTimeout: h.sess.HandshakeTimeout}
+	h.wsEngine = engine
+	h.httpSrv = &http.Server{Handler: h.httpMux(h.serveWS(up)), ReadHeaderTimeout: h.sess.HandshakeTimeout}
 	if grpcLn != nil {
 		h.grpcSrv = h.newGRPCServer()
 	}

@@ -15,11 +15,11 @@ import (
 	"github.com/corralhq/corral/wire"
 )
 
-// httpHandler serves WebSocket sessions on /v1/ws and the HTTP publish API
-// on POST /v1/publish.
-func (h *Hub) httpHandler() http.Handler {
+// httpMux serves WebSocket sessions on /v1/ws (with ws) and the HTTP
+// publish API on POST /v1/publish.
+func (h *Hub) httpMux(ws http.HandlerFunc) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /v1/ws", h.serveWS(h.wsUpgrader()))
+	mux.HandleFunc("GET /v1/ws", ws)
 	mux.HandleFunc("POST /v1/publish", h.httpPublish)
 	return mux
 }

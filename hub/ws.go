@@ -1,48 +1,97 @@
 package hub
 
 import (
-	"context"
 	"errors"
 	"net/http"
+	"syscall"
 	"time"
 
-	"github.com/lxzan/gws"
+	"github.com/lesismal/nbio/nbhttp"
+	nbws "github.com/lesismal/nbio/nbhttp/websocket"
+	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
 
-// WebSocket transport, on github.com/lxzan/gws (see README: the library
-// sits behind the transport interface so it can be swapped for an
-// event-driven one).
+// WebSocket transport on github.com/lesismal/nbio (the library wire chose
+// by measurement): an epoll engine, no goroutine per connection. An idle
+// session holds no goroutine at all: frames are handled by nbio's pool and
+// the session's writer goroutine exists only while its queue is not empty.
+//
+// nbio's writes never block: what the socket does not take, nbio buffers.
+// To keep the hub's own bounded, priority-aware queue in charge, the writer
+// hands a frame to nbio only while the kernel's send queue of the socket
+// holds less than sendQueueLimit bytes, and otherwise waits (polling, only
+// for that slow session) up to the write timeout.
+//
+// nbio does not deliver empty data messages; the hub ignores them (a client
+// that sends nothing else is closed by the handshake timeout or the ping
+// interval).
 
-// wsHandler is the gws event handler of the hub.
-type wsHandler struct{ h *Hub }
+// sendQueueLimit is the unsent bytes in the kernel above which the writer
+// waits before handing nbio another frame.
+const sendQueueLimit = 256 << 10
 
-// wsTransport adapts a gws connection to a session.
+// checkEvery is how many bytes are written between two kernel queue checks.
+const checkEvery = 32 << 10
+
 type wsTransport struct {
-	conn    *gws.Conn
+	conn    *nbws.Conn
+	raw     syscall.RawConn
 	codec   *wire.Codec
-	opcode  gws.Opcode
+	mt      nbws.MessageType
 	timeout time.Duration
 	buf     []byte
+	since   int // bytes written since the last queue check
 }
 
-const sessionKey = "corral.session"
-
 func (t *wsTransport) kind() string { return "ws" }
+
+// unsent returns the bytes in the socket's kernel send queue, or 0 when it
+// cannot tell.
+func (t *wsTransport) unsent() int {
+	if t.raw == nil {
+		return 0
+	}
+	n := 0
+	_ = t.raw.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+	})
+	return n
+}
+
+// room waits until the kernel takes more, or the write timeout passes.
+func (t *wsTransport) room(size int) error {
+	t.since += size
+	if t.since < checkEvery {
+		return nil
+	}
+	t.since = 0
+	deadline := time.Now().Add(t.timeout)
+	for d := time.Millisecond; t.unsent() > sendQueueLimit; d = min(2*d, 20*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return errors.New("hub: write timeout: the peer does not read")
+		}
+		time.Sleep(d)
+	}
+	return nil
+}
 
 func (t *wsTransport) writeFrame(f *corralv1.ServerFrame) error {
 	b, err := t.codec.AppendServerFrame(t.buf[:0], f)
 	if err != nil {
 		return err
 	}
-	t.buf = b[:0]
-	if len(t.buf) > 64<<10 {
+	if cap(b) <= 4<<10 {
+		t.buf = b[:0]
+	} else {
 		t.buf = nil
 	}
-	_ = t.conn.SetWriteDeadline(time.Now().Add(t.timeout))
-	return t.conn.WriteMessage(t.opcode, b)
+	if err := t.room(len(b)); err != nil {
+		return err
+	}
+	return t.conn.WriteMessage(t.mt, b)
 }
 
 func (t *wsTransport) writeDelivery(d *delivery) error {
@@ -50,105 +99,111 @@ func (t *wsTransport) writeDelivery(d *delivery) error {
 	if err != nil {
 		return err
 	}
-	_ = t.conn.SetWriteDeadline(time.Now().Add(t.timeout))
-	return t.conn.WriteMessage(t.opcode, b)
+	if err := t.room(len(b)); err != nil {
+		return err
+	}
+	return t.conn.WriteMessage(t.mt, b)
 }
 
 func (t *wsTransport) closeWith(c wire.Close) {
-	_ = t.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = t.conn.WriteClose(uint16(c.Code), []byte(c.Reason()))
+	_ = t.conn.WriteClose(int(c.Code), c.Reason())
+	_ = t.conn.Close()
 }
 
 // abort cuts the TCP connection without a close frame.
-func (t *wsTransport) abort(wire.Close) { _ = t.conn.NetConn().Close() }
+func (t *wsTransport) abort(wire.Close) { _ = t.conn.Conn.Close() }
 
-func (h *Hub) wsUpgrader() *gws.Upgrader {
-	return gws.NewUpgrader(wsHandler{h: h}, &gws.ServerOption{
-		ReadMaxPayloadSize: h.codecCheck.Config().MaxFrameBytes,
-		HandshakeTimeout:   h.sess.HandshakeTimeout,
-		SubProtocols:       wire.Subprotocols(),
-		ParallelEnabled:    false,
+// newWSEngine builds the nbio engine that reads and writes upgraded
+// WebSocket connections, and the upgrader that hands them to it. The HTTP
+// handshake itself is served by net/http (httpMux); nbio's own HTTP
+// listener is not used.
+func (h *Hub) newWSEngine() (*nbhttp.Engine, *nbws.Upgrader) {
+	engine := nbhttp.NewEngine(nbhttp.Config{
+		ReleaseWebsocketPayload:      true,
+		MaxWebsocketFramePayloadSize: h.codecCheck.Config().MaxFrameBytes,
 	})
+	// UTF-8 of text frames is checked by the codec, which closes with 1007
+	// (nbio's own check would close with 1002).
+	engine.CheckUtf8 = func([]byte) bool { return true }
+	up := nbws.NewUpgrader()
+	up.Engine = engine
+	up.CheckOrigin = func(*http.Request) bool { return true }
+	up.Subprotocols = wire.Subprotocols()
+	up.KeepaliveTime = 0 // idle sessions are kept by the hub's pings
+	up.HandshakeTimeout = h.sess.HandshakeTimeout
+	up.MessageLengthLimit = h.codecCheck.Config().MaxFrameBytes
+	up.OnOpen(h.wsOpen)
+	up.OnMessage(h.wsMessage)
+	up.OnClose(h.wsClosed)
+	up.SetPongHandler(func(c *nbws.Conn, _ string) {
+		if s, ok := c.SessionWithLock().(*session); ok {
+			s.lastRecv.Store(h.now().UnixNano())
+		}
+	})
+	return engine, up
 }
 
-func (h *Hub) serveWS(up *gws.Upgrader) http.HandlerFunc {
+// serveWS upgrades a request and hands the connection to nbio's poller.
+func (h *Hub) serveWS(up *nbws.Upgrader) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if h.draining.Load() {
 			http.Error(w, "hub: draining", http.StatusServiceUnavailable)
 			return
 		}
-		conn, err := up.Upgrade(w, r)
-		if err != nil {
-			return // gws has answered the request
-		}
-		go conn.ReadLoop()
+		_, _ = up.UpgradeAndTransferConnToPoller(w, r, nil) // on failure nbio has answered
 	}
 }
 
-func (wh wsHandler) OnOpen(c *gws.Conn) {
-	h := wh.h
-	format, err := wire.ParseSubprotocol(c.SubProtocol())
+func (h *Hub) wsOpen(c *nbws.Conn) {
+	format, err := wire.ParseSubprotocol(c.Subprotocol())
 	if err != nil {
-		_ = c.WriteClose(uint16(wire.CloseProtocolError), []byte("subprotocol "+wire.SubprotocolProto+" or "+wire.SubprotocolJSON+" required"))
+		_ = c.WriteClose(int(wire.CloseProtocolError), "subprotocol "+wire.SubprotocolProto+" or "+wire.SubprotocolJSON+" required")
+		_ = c.Close()
 		return
 	}
-	op := gws.OpcodeBinary
+	mt := nbws.BinaryMessage
 	if !format.Binary() {
-		op = gws.OpcodeText
+		mt = nbws.TextMessage
 	}
-	t := &wsTransport{conn: c, codec: h.codecs[format], opcode: op, timeout: h.sess.WriteTimeout}
-	s := h.newSession(t)
-	c.Session().Store(sessionKey, s)
+	t := &wsTransport{conn: c, codec: h.codecs[format], mt: mt, timeout: h.sess.WriteTimeout}
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		t.raw, _ = sc.SyscallConn()
+	}
+	c.SetSession(h.newSession(t))
 }
 
-func sessionOf(c *gws.Conn) *session {
-	v, ok := c.Session().Load(sessionKey)
+func (h *Hub) wsMessage(c *nbws.Conn, mt nbws.MessageType, data []byte) {
+	s, ok := c.SessionWithLock().(*session)
 	if !ok {
-		return nil
-	}
-	return v.(*session)
-}
-
-func (wh wsHandler) OnClose(c *gws.Conn, err error) {
-	s := sessionOf(c)
-	if s == nil {
-		return
-	}
-	code := wire.CloseNormal
-	var ce *gws.CloseError
-	if errors.As(err, &ce) {
-		code = wire.CloseCode(ce.Code)
-	}
-	s.peerGone(wire.Close{Code: code, Text: "peer closed"})
-}
-
-func (wh wsHandler) OnPing(c *gws.Conn, payload []byte) { _ = c.WritePong(payload) }
-
-func (wh wsHandler) OnPong(c *gws.Conn, _ []byte) {
-	if s := sessionOf(c); s != nil {
-		s.lastRecv.Store(s.h.now().UnixNano())
-	}
-}
-
-func (wh wsHandler) OnMessage(c *gws.Conn, m *gws.Message) {
-	defer m.Close()
-	s := sessionOf(c)
-	if s == nil {
 		return
 	}
 	t := s.tr.(*wsTransport)
-	if (m.Opcode == gws.OpcodeBinary) != t.codec.Format().Binary() {
+	binary := t.codec.Format().Binary()
+	if (mt == nbws.BinaryMessage) != binary {
 		code := wire.CloseProtocolError
-		if !t.codec.Format().Binary() {
+		if !binary {
 			code = wire.CloseInvalidPayload
 		}
 		s.close(wire.Close{Code: code, Text: "frame type does not match the subprotocol"}, false)
 		return
 	}
 	var f corralv1.ClientFrame
-	if err := t.codec.DecodeClientFrame(m.Bytes(), &f); err != nil {
+	if err := t.codec.DecodeClientFrame(data, &f); err != nil {
 		s.close(wire.CloseOf(err), false)
 		return
 	}
-	s.handle(context.Background(), &f)
+	s.handle(h.runCtx, &f)
+}
+
+func (h *Hub) wsClosed(c *nbws.Conn, err error) {
+	s, ok := c.SessionWithLock().(*session)
+	if !ok {
+		return
+	}
+	code := wire.CloseNormal
+	var ce *nbws.CloseError
+	if errors.As(err, &ce) {
+		code = wire.CloseCode(ce.Code)
+	}
+	s.peerGone(wire.Close{Code: code, Text: "peer closed"})
 }

@@ -1,10 +1,13 @@
 package natsutil
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Cluster is a set of embedded nats-servers joined by routes on loopback,
@@ -60,7 +63,7 @@ func StartCluster(name string, n int, timeout time.Duration, log *slog.Logger) (
 				leader = true
 			}
 		}
-		if ok && (leader || n == 1) {
+		if ok && (leader || n == 1) && c.placesStreams(n) {
 			return c, nil
 		}
 		if time.Now().After(deadline) {
@@ -69,6 +72,24 @@ func StartCluster(name string, n int, timeout time.Duration, log *slog.Logger) (
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// placesStreams reports whether clustered JetStream takes a stream
+// replicated on every member now (the meta leader can be elected before the
+// peers are known to it).
+func (c *Cluster) placesStreams(n int) bool {
+	nc, err := ConnectEmbedded(c.Members[0].Server, "natsutil-probe", false)
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := EnsureStream(ctx, nc.JS, jetstream.StreamConfig{Name: "NATSUTIL_PROBE", Subjects: []string{"natsutil.probe"}, Storage: jetstream.MemoryStorage, Replicas: n}); err != nil {
+		return false
+	}
+	_ = nc.JS.DeleteStream(ctx, "NATSUTIL_PROBE")
+	return true
 }
 
 // freePorts returns n free loopback addresses.
