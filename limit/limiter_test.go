@@ -169,3 +169,49 @@ func TestLimiterSamplesAtHighRates(t *testing.T) {
 		})
 	}
 }
+
+func TestP0AlwaysFindsItsSlot(t *testing.T) {
+	f, _ := NewFixed(10)
+	lim, err := NewLimiter(LimiterConfig{Limit: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var floodAdmitted atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := P1 + Priority(g%2)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if tok, ok := lim.TryAcquirePriority(p); ok {
+					floodAdmitted.Add(1)
+					runtime.Gosched()
+					tok.Success()
+				}
+			}
+		}()
+	}
+	for i := range 2000 {
+		tok, ok := lim.TryAcquirePriority(P0)
+		if !ok {
+			t.Fatalf("P0 attempt %d refused with one P0 in flight at most, under a P1/P2 flood (in-flight %d)", i, lim.InFlight())
+		}
+		runtime.Gosched()
+		tok.Success()
+	}
+	close(stop)
+	wg.Wait()
+	if floodAdmitted.Load() == 0 {
+		t.Error("the flood admitted nothing: the test did not compete for slots")
+	}
+	if s := lim.Snapshot(); s.RejectedByPriority[P0] != 0 || s.InFlight != 0 {
+		t.Errorf("snapshot: %d P0 refusals, in-flight %d", s.RejectedByPriority[P0], s.InFlight)
+	}
+}
