@@ -190,9 +190,10 @@ func TestP0AlwaysFindsItsSlot(t *testing.T) {
 					return
 				default:
 				}
-				if tok, ok := lim.TryAcquirePriority(p); ok {
+				tok, ok := lim.TryAcquirePriority(p)
+				runtime.Gosched()
+				if ok {
 					floodAdmitted.Add(1)
-					runtime.Gosched()
 					tok.Success()
 				}
 			}
