@@ -193,10 +193,6 @@ func (n *nodeSim) connect(p Priority) {
 	tok, ok := n.lim.TryAcquirePriorityAt(p, now)
 	if !ok {
 		n.limRej[p]++
-		if p == P0 && debugP0 {
-			sn := n.lim.Snapshot()
-			n.t.Logf("P0 limiter reject at %v: limit %d inflight %d p0 %d ceilings %v hold %v", now.Sub(simEpoch), sn.Limit, sn.InFlight, n.lim.prio[0].Load(), sn.Ceilings, n.lim.hold)
-		}
 		n.schedule(p, now.Add(n.shed.Rejected(p, now)))
 		return
 	}
@@ -214,5 +210,3 @@ func (n *nodeSim) p99() time.Duration {
 	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
 	return l[min(len(l)-1, len(l)*99/100)]
 }
-
-var debugP0 = false
