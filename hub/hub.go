@@ -248,6 +248,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	}
 	wg.Go(func() { h.sweep(ctx) })
 	wg.Go(func() { h.severLoop(ctx, 100*time.Millisecond) })
+	wg.Go(func() { h.tickSessions(ctx) })
 	h.ready.Store(true)
 	close(h.started)
 	startedClosed = true
@@ -334,6 +335,25 @@ func (h *Hub) sweep(ctx context.Context) {
 			}
 		}
 		h.dmu.Unlock()
+	}
+}
+
+// tickSessions runs every session's timers (handshake timeout, pings) from
+// one ticker, a few times per shortest timeout.
+func (h *Hub) tickSessions(ctx context.Context) {
+	every := min(time.Second, h.sess.HandshakeTimeout/4, h.sess.PingInterval/4)
+	t := time.NewTicker(max(every, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := h.now()
+		for _, s := range h.snapshotSessions() {
+			s.tick(now)
+		}
 	}
 }
 

@@ -77,7 +77,7 @@ func (q *outQueue) pop() (outItem, bool) {
 	q.head++
 	q.bytes -= it.size
 	if q.head == len(q.items) {
-		q.items, q.head = q.items[:0], 0
+		q.items, q.head = nil, 0 // an idle session keeps no buffer
 	}
 	return it, true
 }

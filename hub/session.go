@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/hub/history"
 	"github.com/corralhq/corral/wire"
@@ -40,6 +38,47 @@ type subscription struct {
 	ack  uint64           // highest P0 offset acknowledged in pos.Epoch
 }
 
+// subList is a session's subscriptions: a short slice searched linearly
+// (smaller than a map for the one or few channels most sessions hold).
+type subList []*subscription
+
+func (l subList) get(name string) *subscription {
+	for _, s := range l {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// put adds sub, replacing a subscription of the same channel.
+func (l *subList) put(sub *subscription) {
+	for i, s := range *l {
+		if s.name == sub.name {
+			(*l)[i] = sub
+			return
+		}
+	}
+	*l = append(*l, sub)
+}
+
+// del removes and returns the subscription of name, if any.
+func (l *subList) del(name string) *subscription {
+	for i, s := range *l {
+		if s.name == name {
+			last := len(*l) - 1
+			(*l)[i] = (*l)[last]
+			(*l)[last] = nil
+			*l = (*l)[:last]
+			if len(*l) == 0 {
+				*l = nil
+			}
+			return s
+		}
+	}
+	return nil
+}
+
 // maxHeld bounds the deliveries held while a subscription recovers.
 const maxHeld = 4096
 
@@ -51,21 +90,20 @@ type session struct {
 	h     *Hub
 	id    string
 	tr    transport
-	log   *slog.Logger
 	start time.Time
 
 	lastRecv  atomic.Int64 // unix nanoseconds of the last frame received
+	lastPing  atomic.Int64 // unix nanoseconds of the last Ping sent
 	helloDone atomic.Bool
-	claims    *auth.Claims
+	grant     grant
 	tenant    string
-	rank      int // granted priority rank, 0 = P0
-	pubLim    *rate.Limiter
-	frameLim  *rate.Limiter
-	timers    [2]*time.Timer // handshake, ping
+	rank      int    // granted priority rank, 0 = P0
+	pubLim    bucket // read goroutine only
+	frameLim  bucket // read goroutine only
 
 	mu       sync.Mutex
-	space    sync.Cond // signalled when the writer frees queue space or the session closes
-	subs     map[string]*subscription
+	space    *sync.Cond // made by the first waiter; signalled when the writer frees queue space or the session closes
+	subs     subList
 	q        outQueue
 	writing  bool
 	closing  bool
@@ -76,37 +114,105 @@ type session struct {
 
 func (h *Hub) newSession(tr transport) *session {
 	sc := h.sess
+	now := h.now()
 	s := &session{
-		h: h, id: h.newSessionID(), tr: tr, start: h.now(),
-		pubLim:   rate.NewLimiter(rate.Limit(sc.PublishRate), sc.PublishBurst),
-		frameLim: rate.NewLimiter(rate.Limit(sc.FrameRate), sc.FrameBurst),
-		subs:     make(map[string]*subscription),
+		h: h, id: h.newSessionID(), tr: tr, start: now,
+		pubLim:   newBucket(sc.PublishBurst, now),
+		frameLim: newBucket(sc.FrameBurst, now),
 		q:        outQueue{max: sc.OutboundBytes},
 	}
-	s.space.L = &s.mu
-	s.log = h.log.With("session", s.id, "transport", tr.kind())
-	s.lastRecv.Store(s.start.UnixNano())
+	s.lastRecv.Store(now.UnixNano())
 	h.metrics.sessionsOpened.WithLabelValues(tr.kind()).Inc()
 	if !h.register(s) {
 		s.close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter, Text: "hub is draining"}, true)
-		return s
 	}
-	t := time.AfterFunc(sc.HandshakeTimeout, func() {
-		if !s.helloDone.Load() {
+	return s
+}
+
+// wakeWaiters signals pushWaiting; s.mu is held.
+func (s *session) wakeWaiters() {
+	if s.space != nil {
+		s.space.Broadcast()
+	}
+}
+
+// logger returns the session's logger (built on demand: an idle session
+// keeps none).
+func (s *session) logger() *slog.Logger {
+	return s.h.log.With("session", s.id, "transport", s.tr.kind())
+}
+
+// grant is what a verified token allows a session; the token's other
+// claims are not kept.
+type grant struct {
+	channels, publish []string
+	maxRank           int
+}
+
+func (g grant) canSubscribe(ch string) bool { return matchAny(g.channels, ch) }
+func (g grant) canPublish(ch string) bool   { return matchAny(g.publish, ch) }
+
+func matchAny(patterns []string, ch string) bool {
+	for _, p := range patterns {
+		if auth.Match(p, ch) {
+			return true
+		}
+	}
+	return false
+}
+
+// bucket is a token bucket for one goroutine (the session's reader); its
+// rate and burst come from the hub's configuration.
+type bucket struct {
+	tokens float64
+	at     int64 // unix ns of the last refill
+}
+
+func newBucket(burst int, now time.Time) bucket {
+	return bucket{tokens: float64(burst), at: now.UnixNano()}
+}
+
+// allow takes a token at now if there is one.
+func (b *bucket) allow(now time.Time, rate float64, burst int) bool {
+	t := now.UnixNano()
+	if t > b.at {
+		b.tokens = min(float64(burst), b.tokens+rate*float64(t-b.at)/1e9)
+		b.at = t
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// tick runs the session's timers at now: the handshake timeout before
+// Hello, then the pings. The hub calls it for every session a few times a
+// second (one ticker for all sessions instead of timers per session).
+func (s *session) tick(now time.Time) {
+	sc := s.h.sess
+	if !s.helloDone.Load() {
+		if now.Sub(s.start) > sc.HandshakeTimeout {
 			s.close(wire.Close{Code: wire.CloseHandshakeTimeout, Text: "no hello within " + sc.HandshakeTimeout.String()}, true)
 		}
-	})
-	s.mu.Lock()
-	s.timers[0] = t
-	s.mu.Unlock()
-	return s
+		return
+	}
+	if now.Sub(time.Unix(0, s.lastRecv.Load())) > 2*sc.PingInterval {
+		s.close(wire.Close{Code: wire.CloseGoingAway, Text: "no frame for two ping intervals"}, true)
+		return
+	}
+	if now.Sub(time.Unix(0, s.lastPing.Load())) >= sc.PingInterval {
+		s.lastPing.Store(now.UnixNano())
+		s.reply(&corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Ping{Ping: &corralv1.Ping{}}})
+	}
 }
 
 // handle processes one decoded client frame. It runs on the transport's
 // read goroutine, so frames of a session are handled in order.
 func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
-	s.lastRecv.Store(s.h.now().UnixNano())
-	if !s.frameLim.Allow() {
+	now := s.h.now()
+	s.lastRecv.Store(now.UnixNano())
+	if !s.frameLim.allow(now, s.h.sess.FrameRate, s.h.sess.FrameBurst) {
 		s.close(wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "too many frames"}, true)
 		return
 	}
@@ -171,7 +277,7 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 			reason = string(ae.Reason)
 		}
 		h.metrics.authRejected.WithLabelValues(reason).Inc()
-		s.log.Debug("token rejected", "reason", reason, "err", err)
+		s.logger().Debug("token rejected", "reason", reason, "err", err)
 		s.close(wire.Close{Code: wire.ClosePolicyViolation, Text: "token rejected"}, true)
 		return
 	}
@@ -186,12 +292,11 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 		s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: d.retryAfter, Text: "overloaded"}, true)
 		return
 	}
-	s.claims, s.tenant, s.rank = claims, claims.Tenant, rank
+	s.grant = grant{channels: claims.Channels, publish: claims.Publish, maxRank: claims.Rank()}
+	s.tenant, s.rank = claims.Tenant, rank
+	s.lastPing.Store(h.now().UnixNano())
 	s.helloDone.Store(true)
 	s.mu.Lock()
-	if s.timers[0] != nil {
-		s.timers[0].Stop()
-	}
 	if !s.closing {
 		s.counted = true
 		h.metrics.sessions.WithLabelValues(s.tr.kind()).Inc()
@@ -211,34 +316,9 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 		},
 	}}})
 	h.observeHandshake(h.now().Sub(s.start))
-	s.armPing()
 	for _, sub := range hello.GetSubscribe() {
 		s.subscribe(ctx, 0, sub)
 	}
-}
-
-func (s *session) armPing() {
-	iv := s.h.sess.PingInterval
-	var t *time.Timer
-	t = time.AfterFunc(iv, func() {
-		idle := s.h.now().Sub(time.Unix(0, s.lastRecv.Load()))
-		if idle > 2*iv {
-			s.close(wire.Close{Code: wire.CloseGoingAway, Text: "no frame for two ping intervals"}, true)
-			return
-		}
-		s.reply(&corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Ping{Ping: &corralv1.Ping{}}})
-		s.mu.Lock()
-		if !s.closing {
-			t.Reset(iv)
-		}
-		s.mu.Unlock()
-	})
-	s.mu.Lock()
-	s.timers[1] = t
-	if s.torn {
-		t.Stop()
-	}
-	s.mu.Unlock()
 }
 
 func (s *session) errorReply(id uint64, c wire.Close) {
@@ -250,7 +330,7 @@ func (s *session) errorReply(id uint64, c wire.Close) {
 func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscribe) {
 	h := s.h
 	name := req.GetChannel()
-	if !s.claims.CanSubscribe(name) {
+	if !s.grant.canSubscribe(name) {
 		s.errorReply(id, wire.Close{Code: wire.CloseForbidden, Text: "channel " + name + " not allowed by the token"})
 		return
 	}
@@ -259,8 +339,8 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 		return
 	}
 	s.mu.Lock()
-	if old := s.subs[name]; old != nil {
-		delete(s.subs, name)
+	if old := s.subs.get(name); old != nil {
+		s.subs.del(name)
 		s.mu.Unlock()
 		if old.ch != nil {
 			h.detach(s, old.ch)
@@ -277,13 +357,13 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 		return
 	}
 	sub := &subscription{name: name, key: s.tenant + "." + name}
-	s.subs[name] = sub
+	s.subs.put(sub)
 	s.mu.Unlock()
 
 	ch, err := h.attach(ctx, s, sub)
 	if err != nil {
 		s.dropSub(name, sub)
-		s.log.Warn("subscribe failed", "channel", name, "err", err)
+		s.logger().Warn("subscribe failed", "channel", name, "err", err)
 		s.errorReply(id, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "subscribe failed"})
 		return
 	}
@@ -302,7 +382,7 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 		var err error
 		if r, err = h.store.Since(ctx, sub.key, from); err != nil {
 			h.metrics.historyErrors.Inc()
-			s.log.Warn("resume failed", "channel", name, "err", err)
+			s.logger().Warn("resume failed", "channel", name, "err", err)
 			h.detach(s, ch)
 			s.dropSub(name, sub)
 			c := wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "history unavailable"}
@@ -322,7 +402,7 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 		h.metrics.resumes.WithLabelValues(res).Inc()
 	}
 	s.mu.Lock()
-	if s.subs[name] != sub || s.closing {
+	if s.subs.get(name) != sub || s.closing {
 		s.mu.Unlock()
 		return
 	}
@@ -351,7 +431,7 @@ func (s *session) catchUp(ctx context.Context, sub *subscription, batch []histor
 	}
 	for {
 		s.mu.Lock()
-		if s.closing || s.subs[sub.name] != sub {
+		if s.closing || s.subs.get(sub.name) != sub {
 			s.mu.Unlock()
 			return
 		}
@@ -390,9 +470,12 @@ func (s *session) pushWaiting(sub *subscription, d *delivery) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for !s.closing && s.q.len() > 0 && s.q.bytes+d.size > s.q.max {
+		if s.space == nil {
+			s.space = sync.NewCond(&s.mu)
+		}
 		s.space.Wait()
 	}
-	if s.closing || s.subs[sub.name] != sub {
+	if s.closing || s.subs.get(sub.name) != sub {
 		return false
 	}
 	s.queueDelivery(sub, d)
@@ -402,16 +485,15 @@ func (s *session) pushWaiting(sub *subscription, d *delivery) bool {
 // dropSub forgets sub if it is still the session's subscription to name.
 func (s *session) dropSub(name string, sub *subscription) {
 	s.mu.Lock()
-	if s.subs[name] == sub {
-		delete(s.subs, name)
+	if s.subs.get(name) == sub {
+		s.subs.del(name)
 	}
 	s.mu.Unlock()
 }
 
 func (s *session) unsubscribe(id uint64, name string) {
 	s.mu.Lock()
-	sub := s.subs[name]
-	delete(s.subs, name)
+	sub := s.subs.del(name)
 	s.mu.Unlock()
 	if sub != nil && sub.ch != nil {
 		s.h.detach(s, sub.ch)
@@ -421,16 +503,16 @@ func (s *session) unsubscribe(id uint64, name string) {
 
 func (s *session) publish(ctx context.Context, id uint64, p *corralv1.Publish) {
 	h := s.h
-	if !s.pubLim.Allow() {
+	if !s.pubLim.allow(h.now(), h.sess.PublishRate, h.sess.PublishBurst) {
 		s.errorReply(id, wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "publish rate exceeded"})
 		return
 	}
-	if !s.claims.CanPublish(p.GetChannel()) {
+	if !s.grant.canPublish(p.GetChannel()) {
 		s.errorReply(id, wire.Close{Code: wire.CloseForbidden, Text: "publishing on " + p.GetChannel() + " not allowed by the token"})
 		return
 	}
 	rank := wire.Rank(p.GetPriority())
-	if rank < s.claims.Rank() {
+	if rank < s.grant.maxRank {
 		s.errorReply(id, wire.Close{Code: wire.ClosePolicyViolation, Text: "priority above the token's"})
 		return
 	}
@@ -445,7 +527,7 @@ func (s *session) publish(ctx context.Context, id uint64, p *corralv1.Publish) {
 func (s *session) ack(a *corralv1.Ack) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sub := s.subs[a.GetChannel()]; sub != nil && a.GetEpoch() == sub.pos.Epoch && a.GetOffset() > sub.ack {
+	if sub := s.subs.get(a.GetChannel()); sub != nil && a.GetEpoch() == sub.pos.Epoch && a.GetOffset() > sub.ack {
 		sub.ack = min(a.GetOffset(), sub.pos.Offset)
 	}
 }
@@ -455,7 +537,7 @@ func (s *session) ack(a *corralv1.Ack) {
 func (s *session) deliver(sub *subscription, d *delivery) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing || s.subs[sub.name] != sub {
+	if s.closing || s.subs.get(sub.name) != sub {
 		return
 	}
 	if !sub.live {
@@ -523,7 +605,7 @@ func (s *session) writeLoop() {
 	for {
 		s.mu.Lock()
 		it, ok := s.q.pop()
-		s.space.Broadcast()
+		s.wakeWaiters()
 		if !ok {
 			closing, c := s.closing, s.closeMsg
 			if !closing {
@@ -552,7 +634,7 @@ func (s *session) writeLoop() {
 			s.closing = true
 			s.closeMsg = c
 			s.q.clear()
-			s.space.Broadcast()
+			s.wakeWaiters()
 			s.mu.Unlock()
 			s.tr.closeWith(c)
 			s.teardown(c)
@@ -576,7 +658,7 @@ func (s *session) closeLocked(c wire.Close, notify bool) {
 	}
 	s.closing, s.closeMsg = true, c
 	s.q.clear()
-	s.space.Broadcast()
+	s.wakeWaiters()
 	if s.writing {
 		// The writer may be stuck in a write to a peer that does not
 		// read: give it a moment to deliver the close, then cut.
@@ -617,7 +699,7 @@ func (s *session) peerGone(c wire.Close) {
 	if !s.closing {
 		s.closing, s.closeMsg = true, c
 		s.q.clear()
-		s.space.Broadcast()
+		s.wakeWaiters()
 	}
 	s.kickLocked() // the writer closes the transport and tears down
 }
@@ -631,13 +713,8 @@ func (s *session) teardown(c wire.Close) {
 	}
 	s.torn = true
 	subs := s.subs
-	s.subs = map[string]*subscription{}
+	s.subs = nil
 	counted := s.counted
-	for _, t := range s.timers {
-		if t != nil {
-			t.Stop()
-		}
-	}
 	s.mu.Unlock()
 	for _, sub := range subs {
 		if sub.ch != nil {

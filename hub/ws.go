@@ -38,11 +38,10 @@ const checkEvery = 32 << 10
 
 type wsTransport struct {
 	conn    *nbws.Conn
-	raw     syscall.RawConn
+	raw     syscall.RawConn // set on the first queue check
 	codec   *wire.Codec
 	mt      nbws.MessageType
 	timeout time.Duration
-	buf     []byte
 	since   int // bytes written since the last queue check
 }
 
@@ -52,7 +51,14 @@ func (t *wsTransport) kind() string { return "ws" }
 // cannot tell.
 func (t *wsTransport) unsent() int {
 	if t.raw == nil {
-		return 0
+		sc, ok := t.conn.Conn.(syscall.Conn)
+		if !ok {
+			return 0
+		}
+		t.raw, _ = sc.SyscallConn()
+		if t.raw == nil {
+			return 0
+		}
 	}
 	n := 0
 	_ = t.raw.Control(func(fd uintptr) {
@@ -79,14 +85,9 @@ func (t *wsTransport) room(size int) error {
 }
 
 func (t *wsTransport) writeFrame(f *corralv1.ServerFrame) error {
-	b, err := t.codec.AppendServerFrame(t.buf[:0], f)
+	b, err := t.codec.AppendServerFrame(nil, f) // control frames are rare: no buffer kept
 	if err != nil {
 		return err
-	}
-	if cap(b) <= 4<<10 {
-		t.buf = b[:0]
-	} else {
-		t.buf = nil
 	}
 	if err := t.room(len(b)); err != nil {
 		return err
@@ -166,9 +167,6 @@ func (h *Hub) wsOpen(c *nbws.Conn) {
 		mt = nbws.TextMessage
 	}
 	t := &wsTransport{conn: c, codec: h.codecs[format], mt: mt, timeout: h.sess.WriteTimeout}
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		t.raw, _ = sc.SyscallConn()
-	}
 	c.SetSession(h.newSession(t))
 }
 

@@ -1,0 +1,381 @@
+// Command hubload drives a corral hub for the benchmarks of bench/hub: it
+// opens many WebSocket sessions from source addresses spread over
+// 127.0.0.0/8 (one process holds at most about 19,000 connections here),
+// sends Hello and one Subscribe on each, reports when they are all up, then
+// records the latency of every channel message it receives (the payload
+// carries the publish time), and prints a summary when its stdin closes.
+//
+//	hubload clients -addr 127.0.0.1:7400 -n 9500 -first 0 -token T -channel bench
+//	hubload publish -addr 127.0.0.1:7400 -key K -tenant bench -channel bench -count 20 -every 500ms
+//	hubload merge file...    # latency files written by clients -lat FILE
+//	hubload token -secret S -tenant bench   # a session JWT for the bench config
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/corralhq/corral/hub/auth"
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: hubload clients|publish|merge ...")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "clients":
+		err = runClients(os.Args[2:])
+	case "publish":
+		err = runPublish(os.Args[2:])
+	case "merge":
+		err = runMerge(os.Args[2:])
+	case "token":
+		err = runToken(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown mode %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hubload:", err)
+		os.Exit(1)
+	}
+}
+
+// sourceAddr spreads connections over 127.2.0.0/15, 250 per address.
+func sourceAddr(i int) net.Addr {
+	a := i / 250
+	return &net.TCPAddr{IP: net.IPv4(127, byte(2+a/62500), byte(a/250%250+1), byte(a%250+1))}
+}
+
+var codec, _ = wire.NewCodec(wire.FormatProto, wire.Config{})
+
+// writeFrame writes one masked binary WebSocket frame.
+func writeFrame(w io.Writer, payload []byte) error {
+	var hdr [14]byte
+	hdr[0] = 0x82
+	n := 2
+	switch l := len(payload); {
+	case l < 126:
+		hdr[1] = 0x80 | byte(l)
+	case l < 65536:
+		hdr[1] = 0x80 | 126
+		binary.BigEndian.PutUint16(hdr[2:], uint16(l))
+		n = 4
+	default:
+		hdr[1] = 0x80 | 127
+		binary.BigEndian.PutUint64(hdr[2:], uint64(l))
+		n = 10
+	}
+	var mask [4]byte
+	_, _ = rand.Read(mask[:])
+	copy(hdr[n:], mask[:])
+	n += 4
+	masked := make([]byte, len(payload))
+	for i, b := range payload {
+		masked[i] = b ^ mask[i%4]
+	}
+	_, err := w.Write(append(hdr[:n], masked...))
+	return err
+}
+
+// readFrame reads one unmasked frame from the server; it returns the
+// opcode and payload.
+func readFrame(r *bufio.Reader) (byte, []byte, error) {
+	var h [2]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, nil, err
+	}
+	l := uint64(h[1] & 0x7f)
+	switch l {
+	case 126:
+		var b [2]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return 0, nil, err
+		}
+		l = uint64(binary.BigEndian.Uint16(b[:]))
+	case 127:
+		var b [8]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return 0, nil, err
+		}
+		l = binary.BigEndian.Uint64(b[:])
+	}
+	p := make([]byte, l)
+	if _, err := io.ReadFull(r, p); err != nil {
+		return 0, nil, err
+	}
+	return h[0] & 0x0f, p, nil
+}
+
+func dial(addr string, local net.Addr, timeout time.Duration) (net.Conn, *bufio.Reader, error) {
+	d := net.Dialer{LocalAddr: local, Timeout: timeout}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	var key [16]byte
+	_, _ = rand.Read(key[:])
+	req := "GET /v1/ws HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: " + base64.StdEncoding.EncodeToString(key[:]) + "\r\nSec-WebSocket-Version: 13\r\n" +
+		"Sec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n\r\n"
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(c, req); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	br := bufio.NewReaderSize(c, 1024)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(status, " 101 ") {
+		c.Close()
+		return nil, nil, fmt.Errorf("handshake: %q %v", strings.TrimSpace(status), err)
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	return c, br, nil
+}
+
+// session opens one session: handshake, Hello, Welcome, Subscribe,
+// Subscribed.
+func session(addr string, local net.Addr, token, channel string, timeout time.Duration) (net.Conn, *bufio.Reader, error) {
+	c, br, err := dial(addr, local, timeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	send := func(f *corralv1.ClientFrame) error {
+		b, err := codec.AppendClientFrame(nil, f)
+		if err != nil {
+			return err
+		}
+		return writeFrame(c, b)
+	}
+	expect := func(want func(*corralv1.ServerFrame) bool) error {
+		for {
+			op, p, err := readFrame(br)
+			if err != nil {
+				return err
+			}
+			if op != 2 {
+				return fmt.Errorf("opcode %d: %q", op, p)
+			}
+			var f corralv1.ServerFrame
+			if err := codec.DecodeServerFrame(p, &f); err != nil {
+				return err
+			}
+			if e := f.GetError(); e != nil {
+				return fmt.Errorf("error %d %s", e.GetCode(), e.GetText())
+			}
+			if want(&f) {
+				return nil
+			}
+		}
+	}
+	err = send(&corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: token, Priority: corralv1.Priority_PRIORITY_P2}}})
+	if err == nil {
+		err = expect(func(f *corralv1.ServerFrame) bool { return f.GetWelcome() != nil })
+	}
+	if err == nil && channel != "" {
+		err = send(&corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: channel}}})
+		if err == nil {
+			err = expect(func(f *corralv1.ServerFrame) bool { return f.GetSubscribed() != nil })
+		}
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, br, nil
+}
+
+func runClients(args []string) error {
+	fs := flag.NewFlagSet("clients", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:7400", "hub HTTP address")
+	n := fs.Int("n", 9500, "sessions")
+	first := fs.Int("first", 0, "index of the first session (selects the source addresses)")
+	conc := fs.Int("conc", 64, "parallel dialers")
+	token := fs.String("token", "", "session JWT")
+	channel := fs.String("channel", "bench", "channel to subscribe (empty: none)")
+	latFile := fs.String("lat", "", "write the latencies (ns, one per line) of received messages here")
+	_ = fs.Parse(args)
+
+	conns := make([]net.Conn, *n)
+	readers := make([]*bufio.Reader, *n)
+	var next atomic.Int64
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range *conc {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= *n {
+					return
+				}
+				var err error
+				for attempt := 0; attempt < 5; attempt++ {
+					conns[i], readers[i], err = session(*addr, sourceAddr(*first+i), *token, *channel, 30*time.Second)
+					if err == nil {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	ok := *n - int(failed.Load())
+	fmt.Printf("ready %d failed %d elapsed_ms %d rate_per_s %.0f first_error %v\n", ok, failed.Load(), elapsed.Milliseconds(), float64(ok)/elapsed.Seconds(), firstErr.Load())
+
+	var mu sync.Mutex
+	var lats []int64
+	for i := range conns {
+		if conns[i] == nil {
+			continue
+		}
+		go func() {
+			for {
+				op, p, err := readFrame(readers[i])
+				if err != nil {
+					return
+				}
+				now := time.Now().UnixNano()
+				if op != 2 {
+					continue
+				}
+				var f corralv1.ServerFrame
+				if codec.DecodeServerFrame(p, &f) != nil || f.GetMessage() == nil {
+					continue
+				}
+				sent, err := strconv.ParseInt(string(f.GetMessage().GetData()), 10, 64)
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				lats = append(lats, now-sent)
+				mu.Unlock()
+			}
+		}()
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	mu.Lock()
+	defer mu.Unlock()
+	if *latFile != "" {
+		var b bytes.Buffer
+		for _, l := range lats {
+			fmt.Fprintln(&b, l)
+		}
+		if err := os.WriteFile(*latFile, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("received %d\n", len(lats))
+	for _, c := range conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+	return nil
+}
+
+func runPublish(args []string) error {
+	fs := flag.NewFlagSet("publish", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:7400", "hub HTTP address")
+	key := fs.String("key", "", "API key")
+	tenant := fs.String("tenant", "bench", "tenant")
+	channel := fs.String("channel", "bench", "channel")
+	count := fs.Int("count", 20, "messages")
+	every := fs.Duration("every", 500*time.Millisecond, "interval")
+	_ = fs.Parse(args)
+	for i := 0; i < *count; i++ {
+		body, _ := json.Marshal(map[string]string{"tenant": *tenant, "channel": *channel, "priority": "p1", "data": strconv.FormatInt(time.Now().UnixNano(), 10)})
+		req, _ := http.NewRequest("POST", "http://"+*addr+"/v1/publish", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+*key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("publish: HTTP %d", resp.StatusCode)
+		}
+		time.Sleep(*every)
+	}
+	return nil
+}
+
+// runMerge reads latency files and prints count, p50, p99, max in ms.
+func runMerge(files []string) error {
+	var all []int64
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Fields(string(b)) {
+			v, err := strconv.ParseInt(line, 10, 64)
+			if err != nil {
+				return err
+			}
+			all = append(all, v)
+		}
+	}
+	if len(all) == 0 {
+		return errors.New("no latencies")
+	}
+	slices.Sort(all)
+	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))]) / 1e6 }
+	fmt.Printf("deliveries %d p50_ms %.2f p99_ms %.2f max_ms %.2f\n", len(all), q(0.5), q(0.99), float64(all[len(all)-1])/1e6)
+	return nil
+}
+
+func runToken(args []string) error {
+	fs := flag.NewFlagSet("token", flag.ExitOnError)
+	secret := fs.String("secret", "", "HS256 secret")
+	tenant := fs.String("tenant", "bench", "tenant")
+	_ = fs.Parse(args)
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{
+		Tenant: *tenant, Channels: []string{">"}, Publish: []string{">"},
+		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(24 * time.Hour))},
+	}).SignedString([]byte(*secret))
+	if err != nil {
+		return err
+	}
+	fmt.Println(tok)
+	return nil
+}
