@@ -108,7 +108,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		ho.Registerer = opts.Registerer
 	}
 	if ho.Logger == nil {
-		ho.Logger = opts.Logger.With("part", "health")
+		ho.Logger = opts.Logger.With("component", "health")
 	}
 	if s.checker, err = health.New(cfg.Health, ho); err != nil {
 		return nil, fmt.Errorf("authdns: %w", err)
