@@ -82,6 +82,11 @@ func TestProtocolCases(t *testing.T) {
 		{name: "class CH is REFUSED", req: mkQuery("static.corral.test", dns.TypeA, func(m *dns.Msg) { m.Question[0].Qclass = dns.ClassCHAOS }), rcode: dns.RcodeRefused},
 		{name: "unknown opcode is NOTIMP", req: mkQuery("static.corral.test", dns.TypeA, func(m *dns.Msg) { m.Opcode = dns.OpcodeUpdate }), rcode: dns.RcodeNotImplemented},
 		{name: "notify is NOTIMP", req: mkQuery("corral.test", dns.TypeSOA, func(m *dns.Msg) { m.Opcode = dns.OpcodeNotify }), rcode: dns.RcodeNotImplemented},
+		{name: "NOTIMP echoes EDNS", req: mkQuery("corral.test", dns.TypeSOA, func(m *dns.Msg) { m.Opcode = dns.OpcodeNotify; m.SetEdns0(1232, false) }), rcode: dns.RcodeNotImplemented, check: func(t *testing.T, r *dns.Msg) {
+			if r.IsEdns0() == nil {
+				t.Error("NOTIMP to an EDNS query without OPT")
+			}
+		}},
 		{name: "EDNS version 1 is BADVERS", req: mkQuery("static.corral.test", dns.TypeA, func(m *dns.Msg) { m.SetEdns0(1232, false); m.IsEdns0().SetVersion(1) }), rcode: dns.RcodeBadVers, check: func(t *testing.T, r *dns.Msg) {
 			if r.IsEdns0() == nil {
 				t.Error("BADVERS without OPT")

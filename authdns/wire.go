@@ -122,9 +122,6 @@ func parse(req []byte, q *query, lower []byte) parseResult {
 	q.qclass = binary.BigEndian.Uint16(req[off+2:])
 	off += 4
 	q.questionOK = true
-	if q.opcode != 0 {
-		return parseNotImp
-	}
 	// Skip answer and authority records; look for OPT among the additional.
 	for i := 0; i < int(an)+int(ns); i++ {
 		var ok bool
@@ -154,6 +151,9 @@ func parse(req []byte, q *query, lower []byte) parseResult {
 		if r := parseOptions(req[rdOff:off], q); r != parseOK {
 			return r
 		}
+	}
+	if q.opcode != 0 {
+		return parseNotImp // with the OPT of the query echoed
 	}
 	if q.edns && q.ednsVersion > 0 {
 		return parseBadVers
