@@ -81,16 +81,28 @@ type Choice struct {
 // workers in spill order until MinHealthy is reached; if none of hand and
 // spill is healthy, the whole hand with StatusFailOpen. The spill list is
 // computed only when needed. Pick allocates nothing when cap(dst) >=
-// HandSize+Spill and h does not allocate.
+// HandSize+Spill and h does not allocate; a caller that would have to
+// convert an adapter to Health on every call (which allocates when the
+// adapter escapes) wants PickFunc.
 func (d *Dealer) Pick(dst []int, id string, h Health) Choice {
+	return d.PickFunc(dst, id, h.Healthy)
+}
+
+// PickFunc is Pick with health given as a function: healthy(i) reports
+// whether worker i may receive traffic. PickFunc only calls healthy and
+// does not keep it, so a closure built by the caller for one call stays on
+// the caller's stack: PickFunc allocates nothing when cap(dst) >=
+// HandSize+Spill and healthy does not allocate. It is safe for concurrent
+// use when healthy is.
+func (d *Dealer) PickFunc(dst []int, id string, healthy func(worker int) bool) Choice {
 	var hand [MaxHand]int
 	hs := d.Hand(hand[:0], id)
-	dst = appendHealthy(dst[:0], hs, h, len(hs))
+	dst = appendHealthy(dst[:0], hs, healthy, len(hs))
 	if len(dst) >= d.minHealthy {
 		return Choice{Workers: dst, Status: StatusHealthy}
 	}
 	var spill [MaxHand]int
-	return finishPick(dst, hs, d.spillOf(spill[:0], hs), d.minHealthy, h)
+	return finishPick(dst, hs, d.spillOf(spill[:0], hs), d.minHealthy, healthy)
 }
 
 // PickFrom is Pick for any hand (a stable, lattice or stored hand) and an
@@ -98,24 +110,30 @@ func (d *Dealer) Pick(dst []int, id string, h Health) Choice {
 // order, then, if fewer than minHealthy (at least 1) were healthy, healthy
 // workers of spill in order until minHealthy is reached, and fails open to
 // the whole hand when none is healthy. It allocates nothing when dst has
-// room for len(hand)+len(spill) workers.
+// room for len(hand)+len(spill) workers and h does not allocate.
 func PickFrom(dst []int, hand, spill []int, minHealthy int, h Health) Choice {
+	return PickFromFunc(dst, hand, spill, minHealthy, h.Healthy)
+}
+
+// PickFromFunc is PickFrom with health given as a function, which it calls
+// and does not keep (see PickFunc).
+func PickFromFunc(dst []int, hand, spill []int, minHealthy int, healthy func(worker int) bool) Choice {
 	minHealthy = max(minHealthy, 1)
-	dst = appendHealthy(dst[:0], hand, h, len(hand))
+	dst = appendHealthy(dst[:0], hand, healthy, len(hand))
 	if len(dst) >= minHealthy {
 		return Choice{Workers: dst, Status: StatusHealthy}
 	}
-	return finishPick(dst, hand, spill, minHealthy, h)
+	return finishPick(dst, hand, spill, minHealthy, healthy)
 }
 
 // appendHealthy appends the healthy workers of ws to dst until dst holds
 // limit workers.
-func appendHealthy(dst []int, ws []int, h Health, limit int) []int {
+func appendHealthy(dst []int, ws []int, healthy func(int) bool, limit int) []int {
 	for _, w := range ws {
 		if len(dst) >= limit {
 			break
 		}
-		if h.Healthy(w) {
+		if healthy(w) {
 			dst = append(dst, w)
 		}
 	}
@@ -124,9 +142,9 @@ func appendHealthy(dst []int, ws []int, h Health, limit int) []int {
 
 // finishPick completes a pick whose hand gave fewer than minHealthy
 // healthy workers.
-func finishPick(dst []int, hand, spill []int, minHealthy int, h Health) Choice {
+func finishPick(dst []int, hand, spill []int, minHealthy int, healthy func(int) bool) Choice {
 	fromHand := len(dst)
-	dst = appendHealthy(dst, spill, h, minHealthy)
+	dst = appendHealthy(dst, spill, healthy, minHealthy)
 	switch {
 	case len(dst) >= minHealthy:
 		return Choice{Workers: dst, Status: StatusSpilled, Spilled: len(dst) - fromHand}

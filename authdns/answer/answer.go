@@ -3,7 +3,6 @@ package answer
 import (
 	"math/bits"
 	"net/netip"
-	"sync"
 
 	"github.com/corralhq/corral/shard"
 )
@@ -51,8 +50,6 @@ type Set struct {
 	n      int
 	cidr   *cidrTable
 	dealer *shard.Dealer
-	// adapters pools the *shardHealth of shuffle selections.
-	adapters sync.Pool
 }
 
 // NewSet validates cfg and compiles it into a Set.
@@ -64,7 +61,6 @@ func NewSet(cfg Config) (*Set, error) {
 	if s.policy == Multivalue && s.n == 0 {
 		s.n = DefaultMultivalue
 	}
-	s.adapters.New = func() any { return &shardHealth{s: s} }
 	if s.policy == CIDR {
 		s.cidr = newCIDRTable(cfg.Locations, s.recs)
 	}
