@@ -1,12 +1,12 @@
 package authdns
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
+
+	"github.com/miekg/dns"
 
 	"github.com/corralhq/corral/authdns/answer"
 	"github.com/corralhq/corral/internal/config"
@@ -124,12 +124,16 @@ func fieldErr(path, format string, args ...any) error {
 func compileZone(cfg *Config, zc ZoneConfig) (*zone, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
-	origin, err := wireName(zc.Origin, nil)
-	if err != nil || zc.Origin == "" {
+	originName, err := absName(zc.Origin, "")
+	var origin []byte
+	if err == nil {
+		origin, err = wireName(originName)
+	}
+	if err != nil {
 		bad("origin", "bad zone origin %q: %v", zc.Origin, err)
 		return nil, errs
 	}
-	z := &zone{origin: origin, name: presentation(origin), nodes: make(map[string]*node)}
+	z := &zone{origin: origin, name: originName, nodes: make(map[string]*node)}
 	ttl := zc.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL
@@ -140,12 +144,17 @@ func compileZone(cfg *Config, zc ZoneConfig) (*zone, []error) {
 	apex := z.node(origin)
 	ns := &rrset{rtype: typeNS}
 	for i, s := range zc.NS {
-		n, err := wireName(s, origin)
+		n, err := absName(s, originName)
 		if err != nil {
 			bad(fmt.Sprintf("ns[%d]", i), "%v", err)
 			continue
 		}
-		ns.rrs = append(ns.rrs, rr(typeNS, ttl, n))
+		b, err := packRR(&dns.NS{Ns: n}, typeNS, ttl)
+		if err != nil {
+			bad(fmt.Sprintf("ns[%d]", i), "%v", err)
+			continue
+		}
+		ns.rrs = append(ns.rrs, b)
 	}
 	// SOA.
 	soa := zc.SOA
@@ -171,8 +180,8 @@ func compileZone(cfg *Config, zc ZoneConfig) (*zone, []error) {
 	if rname == "" {
 		rname = "hostmaster"
 	}
-	mw, err1 := wireName(mname, origin)
-	rw, err2 := wireName(rname, origin)
+	mn, err1 := absName(mname, originName)
+	rn, err2 := absName(rname, originName)
 	if err1 != nil {
 		bad("soa.mname", "%v", err1)
 	}
@@ -180,13 +189,18 @@ func compileZone(cfg *Config, zc ZoneConfig) (*zone, []error) {
 		bad("soa.rname", "%v", err2)
 	}
 	if err1 == nil && err2 == nil {
-		rd := append(append([]byte{}, mw...), rw...)
-		for _, v := range []uint32{soa.Serial, soa.Refresh, soa.Retry, soa.Expire, soa.Minimum} {
-			rd = binary.BigEndian.AppendUint32(rd, v)
+		rec := &dns.SOA{Ns: mn, Mbox: rn, Serial: soa.Serial, Refresh: soa.Refresh, Retry: soa.Retry, Expire: soa.Expire, Minttl: soa.Minimum}
+		pos, err := packRR(rec, typeSOA, ttl)
+		var neg []byte
+		if err == nil {
+			neg, err = packRR(rec, typeSOA, min(ttl, soa.Minimum))
 		}
-		z.soa = rr(typeSOA, ttl, rd)
-		z.negSOA = rr(typeSOA, min(ttl, soa.Minimum), rd)
-		apex.sets = append(apex.sets, mustSet(&rrset{rtype: typeSOA, rrs: [][]byte{z.soa}}))
+		if err != nil {
+			bad("soa", "%v", err)
+		} else {
+			z.soa, z.negSOA = pos, neg
+			apex.sets = append(apex.sets, mustSet(&rrset{rtype: typeSOA, rrs: [][]byte{z.soa}}))
+		}
 	}
 	if len(ns.rrs) > 0 {
 		apex.sets = append(apex.sets, mustSet(ns))
@@ -194,7 +208,7 @@ func compileZone(cfg *Config, zc ZoneConfig) (*zone, []error) {
 
 	for ri, rc := range zc.Records {
 		p := fmt.Sprintf("records[%d]", ri)
-		set, owner, rerrs := compileSet(cfg, rc, origin, ttl)
+		set, owner, rerrs := compileSet(cfg, rc, originName, ttl)
 		for _, e := range rerrs {
 			errs = append(errs, config.Field(p, e))
 		}
@@ -237,23 +251,24 @@ func mustSet(s *rrset) *rrset {
 }
 
 // compileSet compiles one record set and returns it with its owner.
-func compileSet(cfg *Config, rc RecordConfig, origin []byte, zoneTTL uint32) (*rrset, []byte, []error) {
+func compileSet(cfg *Config, rc RecordConfig, origin string, zoneTTL uint32) (*rrset, []byte, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	name := rc.Name
-	if name == "@" {
-		name = ""
+	if name == "@" || name == "" {
+		name = origin
 	}
+	ownerName, err := absName(name, origin)
 	var owner []byte
-	var err error
-	if name == "" {
-		owner = origin
-	} else if owner, err = wireName(name, origin); err != nil {
+	if err == nil {
+		owner, err = wireName(ownerName)
+	}
+	if err != nil {
 		bad("name", "%v", err)
 		return nil, nil, errs
 	}
-	if !inZone(owner, origin) {
-		bad("name", "%s is outside the zone %s", presentation(owner), presentation(origin))
+	if !dns.IsSubDomain(origin, ownerName) {
+		bad("name", "%s is outside the zone %s", ownerName, origin)
 		return nil, nil, errs
 	}
 	rtype, ok := typeNames[strings.ToUpper(rc.Type)]
@@ -262,10 +277,10 @@ func compileSet(cfg *Config, rc RecordConfig, origin []byte, zoneTTL uint32) (*r
 		return nil, nil, errs
 	}
 	if rtype == typeNS {
-		if string(owner) == string(origin) {
+		if ownerName == origin {
 			bad("type", "the zone's own NS records come from the ns key")
 		} else {
-			bad("type", "NS below the apex would delegate %s; delegations are not supported", presentation(owner))
+			bad("type", "NS below the apex would delegate %s; delegations are not supported", ownerName)
 		}
 		return nil, nil, errs
 	}
@@ -286,13 +301,19 @@ func compileSet(cfg *Config, rc RecordConfig, origin []byte, zoneTTL uint32) (*r
 	acfg := answer.Config{Policy: pol, N: rc.N}
 	for vi, v := range rc.Values {
 		p := fmt.Sprintf("values[%d]", vi)
-		rd, err := rdata(rtype, v.Value, origin)
+		rec, err := parseValue(rtype, v.Value, origin)
+		var b []byte
+		if err == nil {
+			b, err = packRR(rec, rtype, ttl)
+		}
 		if err != nil {
 			bad(p, "%v", err)
 			continue
 		}
 		if rtype == typeCNAME {
-			set.targets = append(set.targets, rd)
+			// The target, lower case, is the key of the next lookup of a
+			// chain; its offset in the answer is the next owner's pointer.
+			set.targets = append(set.targets, lowerWire(append([]byte(nil), rdataOf(b)...)))
 		}
 		if v.Check != "" && !cfg.Health.Has(v.Check) {
 			bad(p+".check", "unknown health check %q (define it under health.checks)", v.Check)
@@ -306,7 +327,7 @@ func compileSet(cfg *Config, rc RecordConfig, origin []byte, zoneTTL uint32) (*r
 		if v.Location != "" && pol != answer.CIDR {
 			bad(p+".location", "location applies to the cidr policy, not %s", pol)
 		}
-		set.rrs = append(set.rrs, rr(rtype, ttl, rd))
+		set.rrs = append(set.rrs, b)
 		acfg.Records = append(acfg.Records, answer.Record{Check: v.Check, Weight: v.Weight, Secondary: v.Secondary, Location: v.Location})
 	}
 	if rtype == typeCNAME && len(rc.Values) > 1 && pol != answer.Weighted && pol != answer.Failover {
@@ -353,180 +374,4 @@ func compileSet(cfg *Config, rc RecordConfig, origin []byte, zoneTTL uint32) (*r
 		return nil, nil, errs
 	}
 	return set, owner, nil
-}
-
-// rr returns the part of a record after its owner.
-func rr(t uint16, ttl uint32, rd []byte) []byte {
-	b := make([]byte, 0, 10+len(rd))
-	b = binary.BigEndian.AppendUint16(b, t)
-	b = binary.BigEndian.AppendUint16(b, classIN)
-	b = binary.BigEndian.AppendUint32(b, ttl)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(rd)))
-	return append(b, rd...)
-}
-
-// rdata parses the presentation form of a record's data into wire form.
-func rdata(t uint16, v string, origin []byte) ([]byte, error) {
-	f := strings.Fields(v)
-	switch t {
-	case typeA, typeAAAA:
-		a, err := netip.ParseAddr(strings.TrimSpace(v))
-		if err != nil {
-			return nil, err
-		}
-		if t == typeA && !a.Is4() {
-			return nil, fmt.Errorf("%q is not an IPv4 address", v)
-		}
-		if t == typeAAAA && (!a.Is6() || a.Is4In6() || a.Zone() != "") {
-			return nil, fmt.Errorf("%q is not an IPv6 address", v)
-		}
-		return a.AsSlice(), nil
-	case typeCNAME, typeNS:
-		if len(f) != 1 {
-			return nil, fmt.Errorf("want one name, got %q", v)
-		}
-		return wireName(f[0], origin)
-	case typeMX:
-		if len(f) != 2 {
-			return nil, fmt.Errorf("MX wants \"preference exchange\", got %q", v)
-		}
-		pref, err := strconv.ParseUint(f[0], 10, 16)
-		if err != nil {
-			return nil, fmt.Errorf("MX preference %q: want 0 to 65535", f[0])
-		}
-		n, err := wireName(f[1], origin)
-		if err != nil {
-			return nil, err
-		}
-		return append(binary.BigEndian.AppendUint16(nil, uint16(pref)), n...), nil
-	case typeSRV:
-		if len(f) != 4 {
-			return nil, fmt.Errorf("SRV wants \"priority weight port target\", got %q", v)
-		}
-		var b []byte
-		for _, s := range f[:3] {
-			x, err := strconv.ParseUint(s, 10, 16)
-			if err != nil {
-				return nil, fmt.Errorf("SRV field %q: want 0 to 65535", s)
-			}
-			b = binary.BigEndian.AppendUint16(b, uint16(x))
-		}
-		n, err := wireName(f[3], origin)
-		if err != nil {
-			return nil, err
-		}
-		return append(b, n...), nil
-	case typeTXT:
-		if len(v) > 4000 {
-			return nil, fmt.Errorf("TXT value of %d bytes is too long (at most 4000)", len(v))
-		}
-		var b []byte
-		for s := v; ; {
-			c := s[:min(len(s), 255)]
-			b = append(append(b, byte(len(c))), c...)
-			s = s[len(c):]
-			if s == "" {
-				return b, nil
-			}
-		}
-	case typeCAA:
-		if len(f) < 3 {
-			return nil, fmt.Errorf("CAA wants \"flags tag value\", got %q", v)
-		}
-		flags, err := strconv.ParseUint(f[0], 10, 8)
-		if err != nil {
-			return nil, fmt.Errorf("CAA flags %q: want 0 to 255", f[0])
-		}
-		tag := f[1]
-		if len(tag) > 15 || strings.IndexFunc(tag, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-		}) >= 0 {
-			return nil, fmt.Errorf("CAA tag %q: want 1 to 15 letters or digits", tag)
-		}
-		val := strings.TrimSpace(v[strings.Index(v, tag)+len(tag):])
-		if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
-			val = val[1 : len(val)-1]
-		}
-		return append(append([]byte{byte(flags), byte(len(tag))}, tag...), val...), nil
-	}
-	return nil, fmt.Errorf("unsupported type %d", t)
-}
-
-// wireName converts a presentation name to lower-case wire form. A name
-// without a final dot is relative to origin (when origin is not nil).
-func wireName(s string, origin []byte) ([]byte, error) {
-	if s == "" {
-		return nil, errors.New("empty name")
-	}
-	abs := strings.HasSuffix(s, ".")
-	s = strings.TrimSuffix(s, ".")
-	var b []byte
-	if s != "" {
-		for _, l := range strings.Split(s, ".") {
-			if l == "" || len(l) > 63 {
-				return nil, fmt.Errorf("name %q: labels must have 1 to 63 characters", s)
-			}
-			for i := 0; i < len(l); i++ {
-				if c := l[i]; c <= ' ' || c >= 0x7f || c == '\\' {
-					return nil, fmt.Errorf("name %q: character %q is not allowed", s, c)
-				}
-			}
-			b = append(b, byte(len(l)))
-			b = append(b, strings.ToLower(l)...)
-		}
-	}
-	b = append(b, 0)
-	// A relative name that already ends with the origin is taken as
-	// absolute: "ns1.corral.test" in the zone corral.test means
-	// ns1.corral.test., as people write it in YAML.
-	if !abs && origin != nil && !hasSuffixName(b, origin) {
-		b = append(b[:len(b)-1], origin...)
-	}
-	if len(b) > maxName {
-		return nil, fmt.Errorf("name %q is longer than 255 bytes", s)
-	}
-	return b, nil
-}
-
-// hasSuffixName reports whether the wire name n ends with the wire name
-// suffix, at a label boundary.
-func hasSuffixName(n, suffix []byte) bool {
-	for len(n) >= len(suffix) {
-		if string(n) == string(suffix) {
-			return true
-		}
-		if n[0] == 0 {
-			return false
-		}
-		n = n[1+int(n[0]):]
-	}
-	return false
-}
-
-// presentation returns the dotted form of a wire name.
-func presentation(w []byte) string {
-	if len(w) <= 1 {
-		return "."
-	}
-	var b strings.Builder
-	for len(w) > 0 && w[0] != 0 {
-		l := int(w[0])
-		b.Write(w[1 : 1+l])
-		b.WriteByte('.')
-		w = w[1+l:]
-	}
-	return b.String()
-}
-
-// inZone reports whether the wire name n is origin or below it.
-func inZone(n, origin []byte) bool {
-	for {
-		if len(n) == len(origin) {
-			return string(n) == string(origin)
-		}
-		if len(n) < len(origin) || n[0] == 0 {
-			return false
-		}
-		n = n[1+int(n[0]):]
-	}
 }
