@@ -11,7 +11,8 @@
 //
 // The query path is written for speed: queries are parsed and answers
 // written directly in wire format from records packed when the zone is
-// loaded, several UDP sockets share the port with SO_REUSEPORT (one per
+// loaded (by github.com/miekg/dns, which the query path does not call),
+// several UDP sockets share the port with SO_REUSEPORT (one per
 // core by default), and on Linux each socket moves datagrams in batches
 // with recvmmsg and sendmmsg. The choice of answer records is the pure
 // function of package answer, which the simulator shares.

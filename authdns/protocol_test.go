@@ -3,12 +3,9 @@ package authdns
 import (
 	"encoding/binary"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
-
-	"github.com/corralhq/corral/internal/config"
 )
 
 // handleMsg packs m, runs it through a worker of s and unpacks the answer
@@ -239,14 +236,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			err := config.Decode("dns.yaml", []byte(base+tc.records), cfg, config.Options{})
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "dns.yaml:") || !strings.Contains(err.Error(), "authdns: ") {
-				t.Errorf("error %q lacks %q, the file:line or the package name", err, tc.want)
-			}
+			wantConfigError(t, base+tc.records, tc.want, "dns.yaml:")
 		})
 	}
 }
