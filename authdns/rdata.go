@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 
 	"github.com/miekg/dns"
 )
@@ -26,8 +25,10 @@ func absName(s, origin string) (string, error) {
 	if s == "" {
 		return "", errors.New("empty name")
 	}
-	if i := strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
-		return "", fmt.Errorf("name %q: character %q is not allowed", s, s[i])
+	for _, r := range s {
+		if r <= ' ' || r >= 0x7f {
+			return "", fmt.Errorf("name %q: character %q is not allowed (spaces, control characters; an internationalized name goes in its xn-- form)", s, r)
+		}
 	}
 	if !dns.IsFqdn(s) && origin != "" && !dns.IsSubDomain(origin, s+".") {
 		if origin == "." {
@@ -37,7 +38,7 @@ func absName(s, origin string) (string, error) {
 		}
 	}
 	s = dns.CanonicalName(s)
-	if _, ok := dns.IsDomainName(s); !ok || s != "." && strings.HasPrefix(s, ".") {
+	if _, ok := dns.IsDomainName(s); !ok {
 		return "", fmt.Errorf("name %q: labels must have 1 to 63 bytes and the name at most 255", strings.TrimSuffix(s, "."))
 	}
 	return s, nil

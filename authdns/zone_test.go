@@ -150,6 +150,8 @@ func TestBadValuesNameTheKey(t *testing.T) {
 		{"label of 64 bytes", "{name: a, type: CNAME, values: [" + strings.Repeat("x", 64) + "]}", "labels must have 1 to 63"},
 		{"empty label", "{name: a, type: CNAME, values: [a..b]}", "labels must have 1 to 63"},
 		{"space in an owner", "{name: 'a b', type: A, values: [192.0.2.1]}", "is not allowed"},
+		{"leading dot", "{name: .a, type: A, values: [192.0.2.1]}", "labels must have 1 to 63"},
+		{"non-ASCII name", "{name: a, type: CNAME, values: [bücher.example.]}", "xn-- form"},
 		{"TXT too long", "{name: a, type: TXT, values: [" + strings.Repeat("x", 4001) + "]}", "too long"},
 	}
 	for _, tc := range tests {
