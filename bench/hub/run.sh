@@ -9,6 +9,8 @@
 #           session (minus the hub's own before the sessions), then the
 #           fan-out of one message to every session (20 messages, 500 ms
 #           apart: deliveries and p50/p99 latency from publish to receipt).
+#           HUB_GOMEMLIMIT=80MiB runs the hub with that soft memory limit
+#           (the runtime then returns freed pages to the OS sooner).
 # upgrades: the hub pinned to CPU 0 with GOMAXPROCS=1, clients on CPU 1:
 #           sessions per second from TCP connect to Welcome (handshake,
 #           Hello, token check, Welcome), with and without a Subscribe.
@@ -94,7 +96,7 @@ wait_line() { # FILE PATTERN
 
 idle_run() {
 	local run=$1 half=$(( N / 2 ))
-	"$work/corral" hub --config "$work/hub.yaml" --log-level warn >"$work/hub.log" 2>&1 &
+	GOMEMLIMIT=${HUB_GOMEMLIMIT:-off} "$work/corral" hub --config "$work/hub.yaml" --log-level warn >"$work/hub.log" 2>&1 &
 	local hub=$!
 	wait_ready
 	sleep 1
@@ -104,7 +106,11 @@ idle_run() {
 	start_clients $(( N - half )) 100000 bench "$work/lat.1"
 	wait_line "$work/out.0" '^ready'; wait_line "$work/out.100000" '^ready'
 	for _ in $(seq 300); do [ "$(metric corral_hub_sessions)" -ge "$N" ] && break; sleep 0.1; done
+	# Settle: collect, then give the runtime's scavenger time to return
+	# freed pages (RSS falls for a while after the connection storm).
 	sleep 5
+	curl -s "http://$ADMIN/debug/pprof/heap?gc=1" >/dev/null
+	sleep "${SETTLE:-20}"
 	curl -s "http://$ADMIN/debug/pprof/heap?gc=1" >/dev/null
 	sleep 2
 	[ -n "${PROFILE:-}" ] && curl -s "http://$ADMIN/debug/pprof/heap" >"$PROFILE"
@@ -115,6 +121,7 @@ idle_run() {
 	sleep 2
 	stop_clients 0 100000
 	echo "fanout run $run: $("$work/hubload" merge "$work/lat.0" "$work/lat.1") (messages 20, subscribers $sessions)"
+	if [ -n "${PER_MESSAGE:-}" ]; then "$work/hubload" merge -v "$work/lat.0" "$work/lat.1" | grep '^message'; fi
 	kill -TERM $hub; wait $hub 2>/dev/null || true
 }
 

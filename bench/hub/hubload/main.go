@@ -264,6 +264,7 @@ func runClients(args []string) error {
 
 	var mu sync.Mutex
 	var lats []int64
+	var offs []uint64
 	for i := range conns {
 		if conns[i] == nil {
 			continue
@@ -288,6 +289,7 @@ func runClients(args []string) error {
 				}
 				mu.Lock()
 				lats = append(lats, now-sent)
+				offs = append(offs, f.GetMessage().GetOffset())
 				mu.Unlock()
 			}
 		}()
@@ -297,8 +299,8 @@ func runClients(args []string) error {
 	defer mu.Unlock()
 	if *latFile != "" {
 		var b bytes.Buffer
-		for _, l := range lats {
-			fmt.Fprintln(&b, l)
+		for i, l := range lats {
+			fmt.Fprintln(&b, offs[i], l)
 		}
 		if err := os.WriteFile(*latFile, b.Bytes(), 0o644); err != nil {
 			return err
@@ -339,20 +341,44 @@ func runPublish(args []string) error {
 	return nil
 }
 
-// runMerge reads latency files and prints count, p50, p99, max in ms.
+// runMerge reads latency files ("offset latency-ns" lines) and prints
+// count, p50, p99, max in ms, and with -v the p99 of every message.
 func runMerge(files []string) error {
+	verbose := len(files) > 0 && files[0] == "-v"
+	if verbose {
+		files = files[1:]
+	}
 	var all []int64
+	byOff := map[uint64][]int64{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
 		}
-		for _, line := range strings.Fields(string(b)) {
-			v, err := strconv.ParseInt(line, 10, 64)
-			if err != nil {
-				return err
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			o, l, ok := strings.Cut(line, " ")
+			if !ok {
+				continue
+			}
+			off, err1 := strconv.ParseUint(o, 10, 64)
+			v, err2 := strconv.ParseInt(l, 10, 64)
+			if err1 != nil || err2 != nil {
+				return fmt.Errorf("bad line %q", line)
 			}
 			all = append(all, v)
+			byOff[off] = append(byOff[off], v)
+		}
+	}
+	if verbose {
+		keys := make([]uint64, 0, len(byOff))
+		for k := range byOff {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v := byOff[k]
+			slices.Sort(v)
+			fmt.Printf("message %d: %d deliveries, p50 %.1f ms, p99 %.1f ms\n", k, len(v), float64(v[len(v)/2])/1e6, float64(v[int(0.99*float64(len(v)-1))])/1e6)
 		}
 	}
 	if len(all) == 0 {
