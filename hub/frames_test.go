@@ -215,3 +215,17 @@ func (nullTransport) kind() string                           { return "null" }
 func (nullTransport) writeFrame(*corralv1.ServerFrame) error { return nil }
 func (nullTransport) writeDelivery(*delivery) error          { return nil }
 func (nullTransport) closeWith(wire.Close)                   {}
+
+func TestFrameRateCloses(t *testing.T) {
+	th := startHub(t, func(c *Config, _ *Options) { c.Session.FrameRate, c.Session.FrameBurst = 5, 5 })
+	r := dialRaw(t, th, wire.SubprotocolJSON)
+	_ = r.c.WriteMessage(gws.OpcodeText, []byte(`{"hello":{"token":"`+token(t, tokenOpts{})+`"}}`))
+	for range 50 {
+		if r.c.WriteMessage(gws.OpcodeText, []byte(`{"ping":{}}`)) != nil {
+			break
+		}
+	}
+	if got := r.waitClose(t); got != wire.CloseRateLimited {
+		t.Fatalf("closed with %v, want 4002", got)
+	}
+}

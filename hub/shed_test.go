@@ -155,3 +155,27 @@ func TestShedderLifeboat(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishLimiter: with a fixed limit of one publish in flight, the
+// reserve kept for higher priorities leaves no slot to P2 publishes, which
+// get 1013 with a hint, while P0 publishes go through.
+func TestPublishLimiter(t *testing.T) {
+	fixed, err := limit.NewFixed(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := startHub(t, func(c *Config, _ *Options) {
+		c.Overload.Enabled = true
+		c.Overload.Publish = limit.LimiterConfig{Limit: fixed}
+	})
+	ctx := context.Background()
+	c := dialClient(t, client.Config{Addrs: []string{th.grpcAddr()}, Token: token(t, tokenOpts{prio: 0}), Priority: client.PriorityP0})
+	if _, err := c.Publish(ctx, "x", client.PriorityP0, []byte("p0"), ""); err != nil {
+		t.Fatalf("P0 publish: %v", err)
+	}
+	_, err = c.Publish(ctx, "x", client.PriorityP2, []byte("p2"), "")
+	var cl wire.Close
+	if !errors.As(err, &cl) || cl.Code != wire.CloseTryAgainLater || cl.RetryAfter <= 0 {
+		t.Fatalf("P2 publish with no P2 slot: %v, want 1013 with a hint", err)
+	}
+}
