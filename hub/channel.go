@@ -91,17 +91,17 @@ func (h *Hub) shardFor(key string) *chanShard {
 	return h.shards[maphash.String(h.seed, key)%numShards]
 }
 
-// attach adds sub of s to the channel, creating and initialising the
+// attach adds sub of s to the channel key (tenant.channel), creating and initialising the
 // channel on first use (subscribing to its fan-out subject before reading
 // its position, so that nothing published after that read is missed).
-func (h *Hub) attach(ctx context.Context, s *session, sub *subscription) (*hubChannel, error) {
-	sh := h.shardFor(sub.key)
+func (h *Hub) attach(ctx context.Context, s *session, sub *subscription, key string) (*hubChannel, error) {
+	sh := h.shardFor(key)
 	sh.mu.Lock()
-	ch := sh.chans[sub.key]
+	ch := sh.chans[key]
 	created := ch == nil
 	if created {
-		ch = &hubChannel{key: sub.key, name: sub.name, shard: sh, ready: make(chan struct{}), subs: make(map[*session]*subscription)}
-		sh.chans[sub.key] = ch
+		ch = &hubChannel{key: key, name: sub.name, shard: sh, ready: make(chan struct{}), subs: make(map[*session]*subscription)}
+		sh.chans[key] = ch
 		h.metrics.channels.Inc()
 	}
 	ch.mu.Lock()

@@ -98,6 +98,8 @@ type Hub struct {
 
 	dmu    sync.Mutex
 	dedupe map[string]dedupeEntry
+
+	grants grants
 }
 
 type dedupeEntry struct {
@@ -405,13 +407,37 @@ func (h *Hub) Sessions() int {
 	return len(h.sessions)
 }
 
-func (h *Hub) newSessionID() string {
+func (h *Hub) nextSessionSeq() uint64 {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.sessSeq++
-	n := h.sessSeq
-	h.mu.Unlock()
-	return h.nodeEpoch + "-" + strconv.FormatUint(n, 36)
+	return h.sessSeq
 }
+
+// grants interns the grants of sessions: many sessions hold tokens that
+// grant the same tenant, patterns and priority.
+type grants struct {
+	mu sync.Mutex
+	m  map[string]*grant
+}
+
+func (g *grants) intern(v grant) *grant {
+	k := v.tenant + "\x00" + strings.Join(v.channels, "\x01") + "\x00" + strings.Join(v.publish, "\x01") + "\x00" + strconv.Itoa(v.maxRank)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p, ok := g.m[k]; ok {
+		return p
+	}
+	if g.m == nil || len(g.m) >= maxGrants {
+		g.m = make(map[string]*grant) // bounded: start over rather than grow without end
+	}
+	p := &v
+	g.m[k] = p
+	return p
+}
+
+// maxGrants bounds the interned grants.
+const maxGrants = 4096
 
 func (h *Hub) register(s *session) bool {
 	h.mu.Lock()
@@ -519,7 +545,7 @@ func (h *Hub) drain(ctx context.Context) {
 			jit := time.Duration(rand.Int64N(int64(h.drainCfg.RetryAfter) + 1))
 			rank := 2
 			if sessions[i].helloDone.Load() {
-				rank = sessions[i].rank
+				rank = int(sessions[i].rank)
 			}
 			h.metrics.shed.WithLabelValues("drain", strconv.Itoa(rank)).Inc()
 			sessions[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter + jit, Text: "hub draining"}, true)

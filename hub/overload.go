@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"os"
 	rtmetrics "runtime/metrics"
@@ -122,7 +123,7 @@ func (h *Hub) severOnce() int {
 		if q[p] == 0 {
 			continue
 		}
-		slices.SortFunc(list, func(a, b *session) int { return b.start.Compare(a.start) }) // newest first
+		slices.SortFunc(list, func(a, b *session) int { return cmp.Compare(b.start, a.start) }) // newest first
 		for i := int64(0); i < q[p] && int(i) < len(list); i++ {
 			ra := h.overload.RetryAfterAt(limit.Priority(p), now)
 			h.metrics.shed.WithLabelValues("sever", strconv.Itoa(p)).Inc()

@@ -29,7 +29,6 @@ type transport interface {
 // subscription is one channel of a session. The session's mutex guards it.
 type subscription struct {
 	name string // channel as the client names it
-	key  string // tenant.channel
 	ch   *hubChannel
 	live bool             // recovery done: deliveries go to the queue
 	held []*delivery      // live deliveries that arrived during recovery
@@ -88,16 +87,15 @@ const maxHeld = 4096
 // goroutine owns the fields above mu; the fields below it are guarded by it.
 type session struct {
 	h     *Hub
-	id    string
+	seq   uint64 // the session id is the hub's node epoch and seq
 	tr    transport
-	start time.Time
+	start int64 // unix ns of the connection
 
 	lastRecv  atomic.Int64 // unix nanoseconds of the last frame received
 	lastPing  atomic.Int64 // unix nanoseconds of the last Ping sent
 	helloDone atomic.Bool
-	grant     grant
-	tenant    string
-	rank      int    // granted priority rank, 0 = P0
+	grant     *grant // shared by sessions whose tokens grant the same
+	rank      int8   // granted priority rank, 0 = P0
 	pubLim    bucket // read goroutine only
 	frameLim  bucket // read goroutine only
 
@@ -116,7 +114,7 @@ func (h *Hub) newSession(tr transport) *session {
 	sc := h.sess
 	now := h.now()
 	s := &session{
-		h: h, id: h.newSessionID(), tr: tr, start: now,
+		h: h, seq: h.nextSessionSeq(), tr: tr, start: now.UnixNano(),
 		pubLim:   newBucket(sc.PublishBurst, now),
 		frameLim: newBucket(sc.FrameBurst, now),
 		q:        outQueue{max: sc.OutboundBytes},
@@ -139,12 +137,16 @@ func (s *session) wakeWaiters() {
 // logger returns the session's logger (built on demand: an idle session
 // keeps none).
 func (s *session) logger() *slog.Logger {
-	return s.h.log.With("session", s.id, "transport", s.tr.kind())
+	return s.h.log.With("session", s.id(), "transport", s.tr.kind())
 }
 
+// id returns the session id given in Welcome.
+func (s *session) id() string { return s.h.nodeEpoch + "-" + strconv.FormatUint(s.seq, 36) }
+
 // grant is what a verified token allows a session; the token's other
-// claims are not kept.
+// claims are not kept, and sessions with the same grant share one.
 type grant struct {
+	tenant            string
 	channels, publish []string
 	maxRank           int
 }
@@ -192,7 +194,7 @@ func (b *bucket) allow(now time.Time, rate float64, burst int) bool {
 func (s *session) tick(now time.Time) {
 	sc := s.h.sess
 	if !s.helloDone.Load() {
-		if now.Sub(s.start) > sc.HandshakeTimeout {
+		if now.Sub(time.Unix(0, s.start)) > sc.HandshakeTimeout {
 			s.close(wire.Close{Code: wire.CloseHandshakeTimeout, Text: "no hello within " + sc.HandshakeTimeout.String()}, true)
 		}
 		return
@@ -292,8 +294,8 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 		s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: d.retryAfter, Text: "overloaded"}, true)
 		return
 	}
-	s.grant = grant{channels: claims.Channels, publish: claims.Publish, maxRank: claims.Rank()}
-	s.tenant, s.rank = claims.Tenant, rank
+	s.grant = h.grants.intern(grant{tenant: claims.Tenant, channels: claims.Channels, publish: claims.Publish, maxRank: claims.Rank()})
+	s.rank = int8(rank)
 	s.lastPing.Store(h.now().UnixNano())
 	s.helloDone.Store(true)
 	s.mu.Lock()
@@ -304,7 +306,7 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 	s.mu.Unlock()
 	sc := h.sess
 	s.reply(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
-		SessionId: s.id, NodeId: h.nodeID, NodeEpoch: h.nodeEpoch,
+		SessionId: s.id(), NodeId: h.nodeID, NodeEpoch: h.nodeEpoch,
 		ServerTimeUnixMs: h.now().UnixMilli(),
 		Priority:         priorityOf(rank),
 		Hints: &corralv1.ServerHints{
@@ -315,7 +317,7 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 			PublishRatePerSecond: uint32(sc.PublishRate),
 		},
 	}}})
-	h.observeHandshake(h.now().Sub(s.start))
+	h.observeHandshake(h.now().Sub(time.Unix(0, s.start)))
 	for _, sub := range hello.GetSubscribe() {
 		s.subscribe(ctx, 0, sub)
 	}
@@ -356,11 +358,11 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 		s.mu.Unlock()
 		return
 	}
-	sub := &subscription{name: name, key: s.tenant + "." + name}
+	sub := &subscription{name: name}
 	s.subs.put(sub)
 	s.mu.Unlock()
 
-	ch, err := h.attach(ctx, s, sub)
+	ch, err := h.attach(ctx, s, sub, s.grant.tenant+"."+name)
 	if err != nil {
 		s.dropSub(name, sub)
 		s.logger().Warn("subscribe failed", "channel", name, "err", err)
@@ -380,7 +382,7 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 	} else {
 		h.metrics.resumeSource.WithLabelValues("store").Inc()
 		var err error
-		if r, err = h.store.Since(ctx, sub.key, from); err != nil {
+		if r, err = h.store.Since(ctx, ch.key, from); err != nil {
 			h.metrics.historyErrors.Inc()
 			s.logger().Warn("resume failed", "channel", name, "err", err)
 			h.detach(s, ch)
@@ -445,7 +447,7 @@ func (s *session) catchUp(ctx context.Context, sub *subscription, batch []histor
 		s.mu.Unlock()
 		if lost {
 			// Too much arrived meanwhile: read it from the store instead.
-			r, err := s.h.store.Since(ctx, sub.key, pos)
+			r, err := s.h.store.Since(ctx, sub.ch.key, pos)
 			if err != nil || !r.Recovered {
 				s.h.metrics.historyErrors.Inc()
 				s.close(wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "could not catch up"}, true)
@@ -516,7 +518,7 @@ func (s *session) publish(ctx context.Context, id uint64, p *corralv1.Publish) {
 		s.errorReply(id, wire.Close{Code: wire.ClosePolicyViolation, Text: "priority above the token's"})
 		return
 	}
-	res, err := h.Publish(ctx, s.tenant, p.GetChannel(), rank, p.GetData(), p.GetClientMessageId(), "session")
+	res, err := h.Publish(ctx, s.grant.tenant, p.GetChannel(), rank, p.GetData(), p.GetClientMessageId(), "session")
 	if err != nil {
 		s.errorReply(id, wire.CloseOf(err))
 		return
