@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
+	nbiologging "github.com/lesismal/nbio/logging"
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/hub"
@@ -38,8 +40,20 @@ The admin listener serves /metrics, /healthz, /readyz and /debug/pprof/.`,
 	})
 }
 
+// nbioLog forwards the log lines of nbio (the hub's WebSocket engine) to
+// the process logger; nbio would print them on stdout, which carries only
+// results.
+type nbioLog struct{ log *slog.Logger }
+
+func (l nbioLog) Debug(f string, v ...any) { l.log.Debug("nbio: " + fmt.Sprintf(f, v...)) }
+func (l nbioLog) Info(f string, v ...any)  { l.log.Debug("nbio: " + fmt.Sprintf(f, v...)) }
+func (l nbioLog) Warn(f string, v ...any)  { l.log.Warn("nbio: " + fmt.Sprintf(f, v...)) }
+func (l nbioLog) Error(f string, v ...any) { l.log.Warn("nbio: " + fmt.Sprintf(f, v...)) }
+
 // runHub serves cfg until ctx ends, then drains.
 func runHub(ctx context.Context, log *slog.Logger, cfg *hub.Config, _ string) error {
+	// nbio has one process-wide logger; the binary runs one hub.
+	nbiologging.SetLogger(nbioLog{log: log})
 	reg := admin.NewRegistry()
 	srv, err := hub.New(*cfg, hub.Options{Registerer: reg, Logger: log})
 	if err != nil {
