@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 
 	"github.com/miekg/dns"
 )
@@ -47,10 +50,10 @@ zones:
 			return slices.Contains(answerData(r), "10.0.0.1") == want
 		}
 	}
-	waitFor(t, "the checked record in the answers", has(true))
+	testkit.WaitFor(t, 10*time.Second, "the checked record in the answers", has(true))
 
 	failing.Store(true)
-	waitFor(t, "the failing record to leave the answers", has(false))
+	testkit.WaitFor(t, 10*time.Second, "the failing record to leave the answers", has(false))
 	st, _ := s.Checker().StatusOf("origin")
 	if st.Healthy || st.Failures < threshold {
 		t.Errorf("record left after %d failed probes (healthy %v), want at least %d", st.Failures, st.Healthy, threshold)
@@ -63,7 +66,7 @@ zones:
 	}
 
 	failing.Store(false)
-	waitFor(t, "the record to return after recovery", has(true))
+	testkit.WaitFor(t, 10*time.Second, "the record to return after recovery", has(true))
 	if st, _ := s.Checker().StatusOf("origin"); !st.Healthy {
 		t.Error("record answered while its check is unhealthy")
 	}

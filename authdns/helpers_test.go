@@ -1,7 +1,6 @@
 package authdns
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -144,18 +142,6 @@ func answerData(r *dns.Msg) []string {
 	return out
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func writeFile(t testing.TB, dir, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, "dns.yaml")
@@ -172,23 +158,5 @@ func writeFile(t testing.TB, dir, body string) string {
 var loopback = netip.MustParseAddr("127.0.0.1")
 
 func netParse(s string) net.IP { return net.ParseIP(s).To4() }
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes, for logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func testLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

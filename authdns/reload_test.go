@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/testkit"
+
 	"github.com/miekg/dns"
 )
 
@@ -31,7 +33,7 @@ func TestReloadBadConfigKeepsOldZone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	s, addr := startConfig(t, cfg, Options{Logger: testLogger(&logs)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -50,7 +52,7 @@ func TestReloadBadConfigKeepsOldZone(t *testing.T) {
 	// A bad value on line 8: the old zone keeps answering and the log
 	// names the file and line.
 	writeFile(t, dir, strings.Replace(reloadZone, "ADDR", "10.0.0.300", 1))
-	waitFor(t, "the failed reload to be logged", func() bool { return strings.Contains(logs.String(), "reload failed") })
+	testkit.WaitFor(t, 10*time.Second, "the failed reload to be logged", func() bool { return strings.Contains(logs.String(), "reload failed") })
 	if !strings.Contains(logs.String(), path+":8:") {
 		t.Errorf("log does not name %s:8:\n%s", path, logs.String())
 	}
@@ -62,12 +64,12 @@ func TestReloadBadConfigKeepsOldZone(t *testing.T) {
 	}
 
 	writeFile(t, dir, strings.Replace(reloadZone, "ADDR", "10.0.0.2", 1))
-	waitFor(t, "the good config to serve", func() bool { return slices.Equal(answers(), []string{"10.0.0.2"}) })
+	testkit.WaitFor(t, 10*time.Second, "the good config to serve", func() bool { return slices.Equal(answers(), []string{"10.0.0.2"}) })
 
 	// A signal reloads without a change of content.
 	before := s.Reloads()
 	sig <- os.Interrupt
-	waitFor(t, "a reload on signal", func() bool { return s.Reloads() > before })
+	testkit.WaitFor(t, 10*time.Second, "a reload on signal", func() bool { return s.Reloads() > before })
 }
 
 func TestReloadRejectsInvalidConfig(t *testing.T) {

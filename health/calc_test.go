@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/testkit"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -198,7 +200,7 @@ func TestUpdateWhileRunning(t *testing.T) {
 	if err := c.Update(Config{Checks: []CheckConfig{{Name: "web", Kind: KindHTTP, URL: o.URL, Interval: 20 * time.Millisecond}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the new check to be probed", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the new check to be probed", func() bool {
 		st, ok := c.StatusOf("web")
 		return ok && st.Probes >= 2
 	})

@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,21 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/testkit"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // origin is a test HTTP server whose status code can be switched.
 type origin struct {
@@ -153,17 +142,17 @@ func TestRunLoopLeavesAfterThresholdAndReturns(t *testing.T) {
 	runErr := make(chan error, 1)
 	go func() { runErr <- c.Run(ctx) }()
 
-	waitFor(t, 5*time.Second, "first probes", func() bool { return o.answers.Load() >= 3 })
+	testkit.WaitFor(t, 5*time.Second, "first probes", func() bool { return o.answers.Load() >= 3 })
 	if !c.Healthy("web") {
 		t.Fatal("unhealthy while the origin answers 200")
 	}
 	o.code.Store(http.StatusInternalServerError)
-	waitFor(t, 5*time.Second, "the check to turn unhealthy", func() bool { return !c.Healthy("web") })
+	testkit.WaitFor(t, 5*time.Second, "the check to turn unhealthy", func() bool { return !c.Healthy("web") })
 	if got := <-failedAtChange; got != threshold {
 		t.Errorf("turned unhealthy after %d failed answers, want exactly %d", got, threshold)
 	}
 	o.code.Store(http.StatusOK)
-	waitFor(t, 5*time.Second, "the check to recover", func() bool { return c.Healthy("web") })
+	testkit.WaitFor(t, 5*time.Second, "the check to recover", func() bool { return c.Healthy("web") })
 	st, _ := c.StatusOf("web")
 	if st.Successes < threshold || st.Failures != 0 || st.LastError != "" {
 		t.Errorf("status after recovery %+v", st)
@@ -224,7 +213,7 @@ func TestInitialUnhealthyAndUnknownNames(t *testing.T) {
 }
 
 func TestTransitionsAreLogged(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	c := mustNew(t, Config{Checks: []CheckConfig{tcpCheck("db")}}, Options{Logger: log})
 	_, _ = c.Observe("db", errors.New("connection refused"))
@@ -252,22 +241,4 @@ func TestTransitionsAreLogged(t *testing.T) {
 	if reload["msg"] != "health checks reloaded" || reload["added"] != 1.0 || reload["kept"] != 1.0 {
 		t.Errorf("reload line %v", reload)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

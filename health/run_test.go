@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // startRun runs c until the returned cancel is called, and checks that Run
@@ -58,7 +60,7 @@ func TestRunSpreadsFirstProbes(t *testing.T) {
 	}
 	c := mustNew(t, cfg, Options{Dial: dial})
 	_, stop := startRun(t, c)
-	waitFor(t, 10*time.Second, "every check's first probe", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "every check's first probe", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(first) == n
@@ -160,9 +162,9 @@ func TestRaceViewWhileChecksRun(t *testing.T) {
 	})
 	for round := range 3 {
 		o.code.Store(http.StatusBadGateway)
-		waitFor(t, 5*time.Second, fmt.Sprintf("round %d down", round), func() bool { return !c.Healthy("web") })
+		testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("round %d down", round), func() bool { return !c.Healthy("web") })
 		o.code.Store(http.StatusOK)
-		waitFor(t, 5*time.Second, fmt.Sprintf("round %d up", round), func() bool { return c.Healthy("web") })
+		testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("round %d up", round), func() bool { return c.Healthy("web") })
 	}
 	close(done)
 	wg.Wait()

@@ -1,0 +1,50 @@
+// Package testkit holds the small helpers corral's tests share: polling for
+// a condition instead of sleeping (after nats-server's checkFor), and a
+// buffer that collects logs from many goroutines.
+//
+// The package imports nothing of corral; only tests import it.
+package testkit
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// WaitFor polls cond every few milliseconds until it holds, and fails the
+// test with "timed out after <timeout> waiting for <what>" when timeout
+// passes first. The timeout is a safety net for a stuck test, not a
+// measurement: give it generous room for a loaded machine.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers, for capturing
+// logs. The zero value is ready to use.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
