@@ -2,11 +2,16 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/corralhq/corral/client"
+	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/wire/corralv1"
 )
 
 var transports = []struct {
@@ -147,4 +152,72 @@ func TestResumeBeyondWindowIsGap(t *testing.T) {
 	if th.metric("corral_hub_resumes_total", "result", "gap") != 1 {
 		t.Errorf("gap resumes = %v, want 1", th.metric("corral_hub_resumes_total", "result", "gap"))
 	}
+}
+
+// TestIdleChannelKeepsEpoch: a channel silent for longer than the replay
+// window keeps its epoch, so a client that saw its last message resumes
+// recovered with nothing to replay, and the next message continues the
+// offsets (memory store with an injected clock, and JetStream with a 1 s
+// window, seen from a second hub that never served the channel).
+func TestIdleChannelKeepsEpoch(t *testing.T) {
+	ctx := context.Background()
+	check := func(t *testing.T, pubHub, subHub *testHub, idle func()) {
+		pub := dialClient(t, client.Config{Addrs: []string{pubHub.grpcAddr()}})
+		var last *corralv1.Published
+		for range 3 {
+			r, err := pub.Publish(ctx, "quiet", client.PriorityP1, []byte("x"), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = r
+		}
+		idle()
+		c := dialClient(t, client.Config{Addrs: []string{subHub.wsAddr()}})
+		s, err := c.SubscribeFrom(ctx, "quiet", last.GetEpoch(), last.GetOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.GetResumed() || !s.GetRecovered() || s.GetPosition().GetEpoch() != last.GetEpoch() || s.GetPosition().GetOffset() != 3 {
+			t.Fatalf("resume of the idle channel: %+v, want recovered at %s/3", s, last.GetEpoch())
+		}
+		r, err := pub.Publish(ctx, "quiet", client.PriorityP1, []byte("next"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetEpoch() != last.GetEpoch() || r.GetOffset() != 4 {
+			t.Fatalf("publish after the idle time: %s/%d, want %s/4", r.GetEpoch(), r.GetOffset(), last.GetEpoch())
+		}
+		ev := nextEvent(t, c, client.EventMessage)
+		if ev.Message.GetOffset() != 4 || string(ev.Message.GetData()) != "next" {
+			t.Fatalf("after the resume got %+v, want offset 4 %q", ev.Message, "next")
+		}
+	}
+	t.Run("memory store, injected clock", func(t *testing.T) {
+		clk := &fakeClock{t: time.Now()}
+		th := startHub(t, func(c *Config, o *Options) {
+			c.History.Store = "memory"
+			c.History.Window = 30 * time.Second
+			o.Now = clk.Now
+		})
+		check(t, th, th, func() { clk.Advance(time.Minute) })
+	})
+	t.Run("jetstream, second hub", func(t *testing.T) {
+		nc := sharedNATS(t)
+		mod := func(c *Config, o *Options) {
+			c.History.Window = time.Second
+			c.History.MetaTTL = time.Hour
+			o.NATS = nc
+		}
+		a, b := startHub(t, mod), startHub(t, mod)
+		check(t, a, b, func() {
+			stream, err := nc.JS.Stream(ctx, "CORRAL_HISTORY")
+			if err != nil {
+				t.Fatal(err)
+			}
+			testkit.WaitFor(t, 30*time.Second, "the messages to age out", func() bool {
+				_, err := stream.GetLastMsgForSubject(ctx, "corral.history.acme.quiet")
+				return errors.Is(err, jetstream.ErrMsgNotFound)
+			})
+		})
+	})
 }

@@ -222,18 +222,6 @@ func httpPublish(t *testing.T, th *testHub, tenant, channel, prio, data string) 
 	}
 }
 
-// waitFor polls cond until it holds or 15 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // sharedNATS is one embedded NATS server for the tests that need two hubs
 // on the same NATS.
 func sharedNATS(t *testing.T) *natsutil.Conn {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/client"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
 )
@@ -115,7 +116,7 @@ func TestSheddingStages(t *testing.T) {
 					t.Fatalf("severed P%d closed with %+v, want 1001 with a 3s hint", i, e.Close)
 				}
 			}
-			waitFor(t, "severed sessions to leave", func() bool { return th.Sessions() == len(open)-nsevered })
+			testkit.WaitFor(t, 15*time.Second, "severed sessions to leave", func() bool { return th.Sessions() == len(open)-nsevered })
 			for i, c := range open {
 				if !tc.severed[i] && c.Addr() == "" {
 					t.Errorf("P%d session was cut", i)

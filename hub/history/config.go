@@ -15,6 +15,13 @@ type Config struct {
 	Store string `yaml:"store"`
 	// Window is how long a message stays resumable. Default 30s.
 	Window time.Duration `yaml:"window"`
+	// MetaTTL is how long a channel's epoch and last offset outlive its
+	// newest message: a channel idle for less than MetaTTL keeps its epoch,
+	// so a client resuming at the channel's last offset is recovered with
+	// no message, and the next message continues the offsets. After MetaTTL
+	// of silence the channel starts over in a new epoch. Default 24h; at
+	// least Window.
+	MetaTTL time.Duration `yaml:"meta_ttl"`
 	// MaxMessages caps the messages kept per channel. Default 1000.
 	MaxMessages int `yaml:"max_messages"`
 	// MaxBytes caps the payload bytes kept per channel by the memory store.
@@ -42,6 +49,12 @@ func (c Config) Defaults() Config {
 	if c.Window == 0 {
 		c.Window = 30 * time.Second
 	}
+	if c.MetaTTL == 0 {
+		c.MetaTTL = 24 * time.Hour
+	}
+	if c.MetaTTL < c.Window {
+		c.MetaTTL = c.Window
+	}
 	if c.MaxMessages == 0 {
 		c.MaxMessages = 1000
 	}
@@ -66,6 +79,12 @@ func (c Config) Validate() error {
 	}
 	if c.Window != 0 && c.Window < time.Second {
 		return config.Errorf("window", "history: must be at least 1s, got %v", c.Window)
+	}
+	if c.MetaTTL < 0 {
+		return config.Errorf("meta_ttl", "history: must not be negative, got %v", c.MetaTTL)
+	}
+	if c.MetaTTL != 0 && c.MetaTTL < c.Defaults().Window {
+		return config.Errorf("meta_ttl", "history: must be at least the window (%v), got %v", c.Defaults().Window, c.MetaTTL)
 	}
 	if c.MaxMessages < 0 {
 		return config.Errorf("max_messages", "history: must not be negative, got %d", c.MaxMessages)

@@ -2,12 +2,16 @@ package history
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/corralhq/corral/internal/natsutil"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // fakeClock is an injected clock for the memory store.
@@ -146,7 +150,7 @@ func TestSinceAnswers(t *testing.T) {
 
 func TestMemoryWindowWithInjectedClock(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
-	s := NewMemory(Config{Window: 30 * time.Second}, MemoryOptions{Now: clk.Now, NewEpoch: counter("e")})
+	s := NewMemory(Config{Window: 30 * time.Second, MetaTTL: 10 * time.Minute}, MemoryOptions{Now: clk.Now, NewEpoch: counter("e")})
 	ctx := context.Background()
 	appendN(t, s, "c", 3) // at t=0
 	clk.Advance(20 * time.Second)
@@ -162,15 +166,37 @@ func TestMemoryWindowWithInjectedClock(t *testing.T) {
 		t.Fatalf("resume from before the window recovered: %+v", r)
 	}
 	clk.Advance(15 * time.Second)
-	// t=50s: everything aged out; the channel starts over in a new epoch.
-	if n := s.Sweep(clk.Now()); n != 1 || s.Channels() != 0 {
-		t.Fatalf("Sweep dropped %d, %d channels left", n, s.Channels())
-	}
-	m := appendN(t, s, "c", 1)[0]
-	if m.Epoch != "e2" || m.Offset != 1 {
-		t.Fatalf("after losing history: epoch %q offset %d, want e2 at 1", m.Epoch, m.Offset)
+	// t=50s: every message aged out, but the channel keeps its epoch and
+	// last offset: a client that saw offset 5 missed nothing.
+	if n := s.Sweep(clk.Now()); n != 0 || s.Channels() != 1 {
+		t.Fatalf("Sweep inside MetaTTL dropped %d, %d channels left", n, s.Channels())
 	}
 	r, _ = s.Since(ctx, "c", Position{Epoch: "e1", Offset: 5})
+	if !r.Recovered || len(r.Messages) != 0 || r.Current != (Position{Epoch: "e1", Offset: 5}) {
+		t.Fatalf("resume of an idle channel at its last offset: %+v, want recovered, no message, at e1/5", r)
+	}
+	r, _ = s.Since(ctx, "c", Position{Epoch: "e1", Offset: 4})
+	if r.Recovered {
+		t.Fatalf("resume from before an aged-out message recovered: %+v", r)
+	}
+	m := appendN(t, s, "c", 1)[0]
+	if m.Epoch != "e1" || m.Offset != 6 {
+		t.Fatalf("append to an idle channel: epoch %q offset %d, want e1 at 6", m.Epoch, m.Offset)
+	}
+	r, _ = s.Since(ctx, "c", Position{Epoch: "e1", Offset: 5})
+	if !r.Recovered || len(r.Messages) != 1 || r.Messages[0].Offset != 6 {
+		t.Fatalf("resume across the idle time: %+v, want offset 6", r)
+	}
+	// Silent for MetaTTL: the channel is forgotten and starts over.
+	clk.Advance(10 * time.Minute)
+	if n := s.Sweep(clk.Now()); n != 1 || s.Channels() != 0 {
+		t.Fatalf("Sweep after MetaTTL dropped %d, %d channels left", n, s.Channels())
+	}
+	m = appendN(t, s, "c", 1)[0]
+	if m.Epoch != "e2" || m.Offset != 1 {
+		t.Fatalf("after losing the metadata: epoch %q offset %d, want e2 at 1", m.Epoch, m.Offset)
+	}
+	r, _ = s.Since(ctx, "c", Position{Epoch: "e1", Offset: 6})
 	if r.Recovered || r.Current != (Position{Epoch: "e2", Offset: 1}) {
 		t.Fatalf("resume from the lost epoch: %+v, want a gap at e2/1", r)
 	}
@@ -272,32 +298,41 @@ func TestJetStreamHistorySurvivesRestart(t *testing.T) {
 	}
 }
 
-func TestJetStreamWindowStartsNewEpoch(t *testing.T) {
+func TestJetStreamIdleChannelKeepsEpochUntilMetaTTL(t *testing.T) {
 	c := natsConn(t, natsutil.Config{})
-	s := openJS(t, c, Config{Window: time.Second})
+	s := openJS(t, c, Config{Window: time.Second, MetaTTL: 4 * time.Second})
 	ctx := context.Background()
 	first := appendN(t, s, "c", 2)
-	// Poll until JetStream's MaxAge has removed the messages.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	ep := first[0].Epoch
+	// Wait until JetStream's MaxAge has removed the messages themselves.
+	testkit.WaitFor(t, 30*time.Second, "the messages to age out", func() bool {
+		_, err := s.stream.GetLastMsgForSubject(ctx, s.subject("c"))
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	})
+	r, err := s.Since(ctx, "c", Position{Epoch: ep, Offset: 2})
+	if err != nil || !r.Recovered || len(r.Messages) != 0 || r.Current != (Position{Epoch: ep, Offset: 2}) {
+		t.Fatalf("resume of an idle channel at its last offset: %+v, %v; want recovered at %s/2", r, err, ep)
+	}
+	if r, _ := s.Since(ctx, "c", Position{Epoch: ep, Offset: 1}); r.Recovered {
+		t.Fatal("resume from before an aged-out message recovered")
+	}
+	// A second store (another hub) continues the offsets of the epoch.
+	other := openJS(t, c, Config{Window: time.Second, MetaTTL: 4 * time.Second})
+	m := appendN(t, other, "c", 1)[0]
+	if m.Offset != 3 || m.Epoch != ep {
+		t.Fatalf("append to an idle channel: offset %d epoch %q, want 3 in %q", m.Offset, m.Epoch, ep)
+	}
+	// Silent for MetaTTL: the channel starts over in a new epoch.
+	testkit.WaitFor(t, 30*time.Second, "the metadata to age out", func() bool {
 		cur, err := s.Current(ctx, "c")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cur == (Position{}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("messages never aged out")
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil && cur == (Position{})
+	})
+	m = appendN(t, s, "c", 1)[0]
+	if m.Offset != 1 || m.Epoch == ep {
+		t.Fatalf("after MetaTTL: offset %d epoch %q (old %q)", m.Offset, m.Epoch, ep)
 	}
-	m := appendN(t, s, "c", 1)[0]
-	if m.Offset != 1 || m.Epoch == first[0].Epoch {
-		t.Fatalf("after the window: offset %d epoch %q (old %q)", m.Offset, m.Epoch, first[0].Epoch)
-	}
-	r, _ := s.Since(ctx, "c", Position{Epoch: first[0].Epoch, Offset: 2})
+	r, _ = s.Since(ctx, "c", Position{Epoch: ep, Offset: 3})
 	if r.Recovered {
-		t.Fatal("resume from the aged-out epoch recovered")
+		t.Fatal("resume from the forgotten epoch recovered")
 	}
 }

@@ -36,6 +36,13 @@ type JetStreamOptions struct {
 	// Subject is the subject prefix; a channel "a.b" is stored on
 	// "<Subject>.a.b". Default "corral.history".
 	Subject string
+	// MetaStream is the stream of channel metadata (epoch and last offset,
+	// one message per channel, kept for Config.MetaTTL). Default
+	// "<Stream>_META".
+	MetaStream string
+	// MetaSubject is the subject prefix of channel metadata. Default
+	// "<Subject>-meta".
+	MetaSubject string
 	// FileStorage keeps the stream on disk (so history survives a restart
 	// of the NATS server); false keeps it in memory.
 	FileStorage bool
@@ -47,12 +54,23 @@ type JetStreamOptions struct {
 // the window and MaxMsgsPerSubject equal to the per-channel cap. Offsets
 // and epochs travel in message headers; a new offset is taken with
 // JetStream's expected-last-subject-sequence check, so hubs that append to
-// the same channel concurrently never hand out the same offset. Create it
-// with NewJetStream, then Open it. It is safe for concurrent use.
+// the same channel concurrently never hand out the same offset.
+//
+// A second stream keeps each channel's metadata (epoch and offset of its
+// newest message, one message per channel) for Config.MetaTTL, so a channel
+// idle for longer than the window keeps its epoch and continues its
+// offsets. The metadata is written before the message (a reservation that
+// never goes down), so it is never behind the history: a hub that dies
+// between the two writes, or two hubs racing for the first message of an
+// idle channel, can only make a later resume a gap, never pass a lost
+// message for recovered.
+//
+// Create it with NewJetStream, then Open it. It is safe for concurrent use.
 type JetStream struct {
 	cfg    Config
 	opts   JetStreamOptions
 	stream jetstream.Stream
+	meta   jetstream.Stream
 	seed   maphash.Seed
 
 	// locks serialise appends per channel within this process, so that
@@ -65,9 +83,10 @@ type JetStream struct {
 
 // jsLast caches the newest message of a channel as this process last saw it.
 type jsLast struct {
-	seq    uint64 // stream sequence
-	pos    Position
-	stored time.Time
+	seq     uint64 // stream sequence
+	pos     Position
+	stored  time.Time
+	metaSeq uint64 // sequence of the channel's metadata message
 }
 
 var _ Store = (*JetStream)(nil)
@@ -79,6 +98,12 @@ func NewJetStream(cfg Config, opts JetStreamOptions) *JetStream {
 	}
 	if opts.Subject == "" {
 		opts.Subject = "corral.history"
+	}
+	if opts.MetaStream == "" {
+		opts.MetaStream = opts.Stream + "_META"
+	}
+	if opts.MetaSubject == "" {
+		opts.MetaSubject = opts.Subject + "-meta"
 	}
 	if opts.NewEpoch == nil {
 		opts.NewEpoch = NewEpoch
@@ -115,11 +140,90 @@ func (j *JetStream) Open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
-	j.stream = s
+	meta, err := natsutil.EnsureStream(ctx, j.opts.JS, jetstream.StreamConfig{
+		Name:              j.opts.MetaStream,
+		Description:       "corral hub channel epochs and last offsets",
+		Subjects:          []string{j.opts.MetaSubject + ".>"},
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            j.cfg.MetaTTL,
+		MaxMsgsPerSubject: 1,
+		Storage:           storage,
+		Replicas:          j.cfg.Replicas,
+		AllowDirect:       true,
+	})
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	j.stream, j.meta = s, meta
 	return nil
 }
 
 func (j *JetStream) subject(channel string) string { return j.opts.Subject + "." + channel }
+
+func (j *JetStream) metaSubject(channel string) string { return j.opts.MetaSubject + "." + channel }
+
+// fetchMeta reads the channel's metadata: the position of its newest
+// message (or one reserved for it) and the metadata message's sequence.
+func (j *JetStream) fetchMeta(ctx context.Context, channel string) (Position, uint64, error) {
+	m, err := j.meta.GetLastMsgForSubject(ctx, j.metaSubject(channel))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Position{}, 0, nil
+	}
+	if err != nil {
+		return Position{}, 0, fmt.Errorf("history: metadata of %s: %w", channel, err)
+	}
+	msg, err := decode(m.Header, nil, m.Time)
+	if err != nil {
+		return Position{}, 0, err
+	}
+	return Position{Epoch: msg.Epoch, Offset: msg.Offset}, m.Sequence, nil
+}
+
+// Errors of reserve that make Append start over.
+var (
+	// errEpochTaken: another hub started the channel's epoch first.
+	errEpochTaken = errors.New("history: epoch taken")
+	// errStaleBase: the metadata holds another epoch or none, so the
+	// position Append started from (cached) is out of date.
+	errStaleBase = errors.New("history: stale base position")
+)
+
+// reserve records pos as the channel's newest position in the metadata
+// stream unless it already holds pos or a later offset of the same epoch.
+// metaSeq is the metadata sequence last seen (0: none). It returns the
+// metadata sequence now, or (with the metadata's position and sequence)
+// errEpochTaken when the metadata holds another epoch and fresh is true
+// (pos starts an epoch this call made up), errStaleBase when it holds
+// another epoch or none and pos continued an older position.
+func (j *JetStream) reserve(ctx context.Context, channel string, pos Position, metaSeq uint64, fresh bool) (uint64, Position, error) {
+	for range maxAppendAttempts {
+		msg := nats.NewMsg(j.metaSubject(channel))
+		msg.Header.Set(HeaderOffset, strconv.FormatUint(pos.Offset, 10))
+		msg.Header.Set(HeaderEpoch, pos.Epoch)
+		ack, err := j.opts.JS.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(metaSeq))
+		if err == nil {
+			return ack.Sequence, pos, nil
+		}
+		if !natsutil.IsWrongLastSequence(err) {
+			return 0, Position{}, fmt.Errorf("history: metadata of %s: %w", channel, err)
+		}
+		cur, seq, err := j.fetchMeta(ctx, channel)
+		if err != nil {
+			return 0, Position{}, err
+		}
+		switch {
+		case cur.Epoch == pos.Epoch && cur.Offset >= pos.Offset:
+			return seq, cur, nil
+		case cur.Epoch != pos.Epoch && fresh && cur != (Position{}):
+			return seq, cur, errEpochTaken
+		case cur.Epoch != pos.Epoch && !fresh:
+			return seq, cur, errStaleBase
+		}
+		metaSeq = seq
+	}
+	return 0, Position{}, fmt.Errorf("history: metadata of %s: lost the race %d times", channel, maxAppendAttempts)
+}
 
 // fetchLast reads the channel's newest message from the stream.
 func (j *JetStream) fetchLast(ctx context.Context, channel string) (jsLast, error) {
@@ -142,7 +246,7 @@ func (j *JetStream) Append(ctx context.Context, channel string, m Message) (Mess
 	if err := ValidChannel(channel); err != nil {
 		return Message{}, err
 	}
-	if j.stream == nil {
+	if j.stream == nil || j.meta == nil {
 		return Message{}, errors.New("history: JetStream store not open")
 	}
 	l := &j.locks[maphash.String(j.seed, channel)%uint64(len(j.locks))]
@@ -151,6 +255,12 @@ func (j *JetStream) Append(ctx context.Context, channel string, m Message) (Mess
 	j.mu.Lock()
 	last, cached := j.last[channel]
 	j.mu.Unlock()
+	// mine is the position this call reserved in the metadata and the
+	// metadata sequence of that write: if the history append then loses
+	// (our cached view was stale) and nobody wrote the metadata since, the
+	// reservation is still ours to use.
+	var mine Position
+	var mineSeq uint64
 	for attempt := range maxAppendAttempts {
 		if attempt > 1 {
 			// Back off a little, jittered, so that a hub in a tight
@@ -164,16 +274,50 @@ func (j *JetStream) Append(ctx context.Context, channel string, m Message) (Mess
 			}
 		}
 		if !cached {
+			metaSeq := last.metaSeq
 			var err error
 			if last, err = j.fetchLast(ctx, channel); err != nil {
 				return Message{}, err
 			}
+			last.metaSeq = metaSeq
 		}
 		out := m
-		if last.pos == (Position{}) {
-			out.Epoch, out.Offset = j.opts.NewEpoch(), 1
-		} else {
-			out.Epoch, out.Offset = last.pos.Epoch, last.pos.Offset+1
+		base, fresh := last.pos, false
+		if base == (Position{}) {
+			// No message within the window: the metadata, if the channel
+			// spoke within MetaTTL, says where it stopped.
+			var err error
+			if base, last.metaSeq, err = j.fetchMeta(ctx, channel); err != nil {
+				return Message{}, err
+			}
+		}
+		switch {
+		case last.pos == (Position{}) && mineSeq != 0 && last.metaSeq == mineSeq:
+			out.Epoch, out.Offset = mine.Epoch, mine.Offset
+		case base == (Position{}):
+			out.Epoch, out.Offset, fresh = j.opts.NewEpoch(), 1, true
+		default:
+			out.Epoch, out.Offset = base.Epoch, base.Offset+1
+		}
+		metaSeq, held, err := j.reserve(ctx, channel, Position{Epoch: out.Epoch, Offset: out.Offset}, last.metaSeq, fresh)
+		if errors.Is(err, errStaleBase) {
+			last.metaSeq, cached = metaSeq, false
+			continue
+		}
+		if errors.Is(err, errEpochTaken) {
+			// Another hub started the epoch a moment ago; its first
+			// message is most likely on its way: contend for offset 1
+			// of its epoch through the history check below.
+			out.Epoch, out.Offset = held.Epoch, 1
+			if held.Offset > 1 {
+				out.Offset = held.Offset + 1
+			}
+		} else if err != nil {
+			return Message{}, err
+		}
+		last.metaSeq = metaSeq
+		if held == (Position{Epoch: out.Epoch, Offset: out.Offset}) {
+			mine, mineSeq = held, metaSeq
 		}
 		msg := nats.NewMsg(j.subject(channel))
 		msg.Data = out.Data
@@ -194,7 +338,7 @@ func (j *JetStream) Append(ctx context.Context, channel string, m Message) (Mess
 		}
 		out.Time = time.Now()
 		j.mu.Lock()
-		j.last[channel] = jsLast{seq: ack.Sequence, pos: Position{Epoch: out.Epoch, Offset: out.Offset}, stored: out.Time}
+		j.last[channel] = jsLast{seq: ack.Sequence, pos: Position{Epoch: out.Epoch, Offset: out.Offset}, stored: out.Time, metaSeq: last.metaSeq}
 		j.mu.Unlock()
 		return out, nil
 	}
@@ -214,6 +358,14 @@ func (j *JetStream) Since(ctx context.Context, channel string, from Position) (R
 		return Recovery{}, err
 	}
 	cur := last.pos
+	if cur == (Position{}) {
+		// Idle for longer than the window: no message, but the epoch
+		// and last offset may still be known.
+		if cur, _, err = j.fetchMeta(ctx, channel); err != nil {
+			return Recovery{}, err
+		}
+		return answer(from, cur, nil), nil
+	}
 	if from == (Position{}) || cur == (Position{}) || from.Epoch != cur.Epoch || from.Offset >= cur.Offset {
 		return answer(from, cur, nil), nil
 	}
@@ -286,7 +438,11 @@ func (j *JetStream) Current(ctx context.Context, channel string) (Position, erro
 		return Position{}, nil
 	}
 	last, err := j.fetchLast(ctx, channel)
-	return last.pos, err
+	if err != nil || last.pos != (Position{}) {
+		return last.pos, err
+	}
+	pos, _, err := j.fetchMeta(ctx, channel)
+	return pos, err
 }
 
 // Forget drops cached channel state older than the window at now, bounding

@@ -11,7 +11,9 @@ const memShards = 32
 
 // Memory is a Store in process memory, for a single hub. Create it with
 // NewMemory; it is safe for concurrent use. Expired messages are dropped
-// lazily when a channel is touched, and by Sweep.
+// lazily when a channel is touched; a channel's epoch and last offset stay
+// for Config.MetaTTL after its newest message, and Sweep drops channels
+// silent for longer.
 type Memory struct {
 	cfg      Config
 	now      func() time.Time
@@ -30,7 +32,7 @@ type memChannel struct {
 	last   uint64
 	msgs   []Message // retained, offset order
 	bytes  int
-	expiry time.Time // when the newest message ages out
+	newest time.Time // when the newest message was stored
 }
 
 // MemoryOptions are the injectable parts of a Memory store.
@@ -63,7 +65,8 @@ func (m *Memory) shard(channel string) *memShard {
 }
 
 // expire drops the messages of c older than the window at now and reports
-// whether the channel has lost all history.
+// whether the channel is forgotten: silent for longer than MetaTTL, so its
+// epoch and last offset are gone too.
 func (m *Memory) expire(c *memChannel, now time.Time) bool {
 	cut := now.Add(-m.cfg.Window)
 	i := 0
@@ -71,11 +74,13 @@ func (m *Memory) expire(c *memChannel, now time.Time) bool {
 		c.bytes -= len(c.msgs[i].Data)
 		i++
 	}
-	if i > 0 {
+	if i == len(c.msgs) {
+		c.msgs = nil // release the backing array of an idle channel
+	} else if i > 0 {
 		clear(c.msgs[:i])
 		c.msgs = c.msgs[i:]
 	}
-	return len(c.msgs) == 0
+	return now.Sub(c.newest) >= m.cfg.MetaTTL
 }
 
 // Append implements Store.
@@ -96,7 +101,7 @@ func (m *Memory) Append(_ context.Context, channel string, msg Message) (Message
 	msg.Offset, msg.Epoch, msg.Time = c.last, c.epoch, now
 	c.msgs = append(c.msgs, msg)
 	c.bytes += len(msg.Data)
-	c.expiry = now.Add(m.cfg.Window)
+	c.newest = now
 	drop := 0
 	for len(c.msgs)-drop > m.cfg.MaxMessages || (c.bytes > m.cfg.MaxBytes && len(c.msgs)-drop > 1) {
 		c.bytes -= len(c.msgs[drop].Data)
@@ -135,8 +140,9 @@ func (m *Memory) Current(_ context.Context, channel string) (Position, error) {
 	return Position{Epoch: c.epoch, Offset: c.last}, nil
 }
 
-// Sweep drops every channel whose history has aged out at now and returns
-// how many it dropped. The hub calls it periodically; tests call it with
+// Sweep drops the messages that aged out at now, and every channel silent
+// for MetaTTL (its epoch and last offset with it); it returns how many
+// channels it dropped. The hub calls it periodically; tests call it with
 // their clock.
 func (m *Memory) Sweep(now time.Time) int {
 	n := 0
@@ -144,7 +150,7 @@ func (m *Memory) Sweep(now time.Time) int {
 		s := &m.shards[i]
 		s.mu.Lock()
 		for name, c := range s.channels {
-			if !c.expiry.After(now) {
+			if m.expire(c, now) {
 				delete(s.channels, name)
 				n++
 			}
@@ -154,7 +160,8 @@ func (m *Memory) Sweep(now time.Time) int {
 	return n
 }
 
-// Channels returns how many channels hold history.
+// Channels returns how many channels the store knows: with messages, or
+// idle within MetaTTL.
 func (m *Memory) Channels() int {
 	n := 0
 	for i := range m.shards {
