@@ -30,8 +30,9 @@ const (
 	// reconnects unless the close is final (Close.Code not retryable) or
 	// Close was called.
 	EventDisconnected
-	// EventMessage: a channel message (never a duplicate of an offset
-	// already delivered, unless it is an unacknowledged P0 sent again).
+	// EventMessage: a channel message, never one whose offset was already
+	// delivered in its epoch: the unacknowledged P0 messages a resume
+	// brings again are dropped here (counted by Duplicates).
 	EventMessage
 	// EventGap: messages of a channel that will not come on this session
 	// (dropped for a slow consumer).
@@ -92,6 +93,7 @@ type Client struct {
 	pending   map[uint64]chan *corralv1.ServerFrame
 	subs      map[string]*chanState
 	final     error
+	dups      uint64 // messages dropped as already delivered
 }
 
 // Dial connects to one of cfg.Addrs (the first that answers, starting from
@@ -355,18 +357,18 @@ func (c *Client) onMessage(cn conn, m *corralv1.Message) {
 	}
 	p0 := m.GetPriority() == corralv1.Priority_PRIORITY_P0
 	if m.GetEpoch() == st.epoch && m.GetOffset() <= st.received {
-		if _, resend := slices.BinarySearch(st.unacked, m.GetOffset()); !resend {
-			c.mu.Unlock()
-			return // duplicate
-		}
-	} else {
-		if m.GetEpoch() != st.epoch {
-			st.epoch, st.unacked = m.GetEpoch(), nil
-		}
-		st.received = m.GetOffset()
-		if p0 && c.cfg.ManualAck {
-			st.unacked = append(st.unacked, m.GetOffset())
-		}
+		// Already delivered: an unacknowledged P0 message a resume sent
+		// again, or an overlap of recovered and live messages.
+		c.dups++
+		c.mu.Unlock()
+		return
+	}
+	if m.GetEpoch() != st.epoch {
+		st.epoch, st.unacked = m.GetEpoch(), nil
+	}
+	st.received = m.GetOffset()
+	if p0 && c.cfg.ManualAck {
+		st.unacked = append(st.unacked, m.GetOffset())
 	}
 	c.mu.Unlock()
 	if p0 && !c.cfg.ManualAck {
@@ -506,8 +508,22 @@ func (c *Client) Publish(ctx context.Context, channel string, p Priority, data [
 	return r.GetPublished(), nil
 }
 
+// Duplicates returns how many messages the client dropped because their
+// offset had already been delivered: after a resume, the unacknowledged P0
+// messages the hub sends again, and overlaps of recovered and live
+// messages.
+func (c *Client) Duplicates() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dups
+}
+
 // Ack acknowledges every P0 message of channel up to offset (with
-// ManualAck; otherwise the client acknowledges by itself).
+// ManualAck; otherwise the client acknowledges by itself). Until then a
+// resume, on whichever hub, starts before the oldest unacknowledged P0
+// message, so the hub sends it again (the client does not deliver it
+// twice). An application that keeps its own position durably should keep
+// the acknowledged offset and resume from it with SubscribeFrom.
 func (c *Client) Ack(channel, epoch string, offset uint64) error {
 	c.mu.Lock()
 	cn := c.cur

@@ -53,6 +53,17 @@ func TestResumePositionAndDedupe(t *testing.T) {
 	if p := c.subs["ch"].resumeFrom(); p.GetOffset() != 1 || p.GetEpoch() != "e" {
 		t.Fatalf("resume from %v, want before the oldest unacknowledged P0 (1)", p)
 	}
+	// A resume now brings 2..4 again: the application already has them.
+	n := len(c.events)
+	for off := uint64(2); off <= 4; off++ {
+		c.onMessage(cn, msg(off, corralv1.Priority_PRIORITY_P0))
+	}
+	if len(c.events) != n || c.Duplicates() != 3 {
+		t.Fatalf("unacknowledged P0 sent again: %d events more, %d duplicates; want none and 3", len(c.events)-n, c.Duplicates())
+	}
+	if p := c.subs["ch"].resumeFrom(); p.GetOffset() != 1 {
+		t.Fatalf("resume from %v after the resend, want still 1 (nothing acknowledged)", p)
+	}
 	_ = c.Ack("ch", "e", 2)
 	if p := c.subs["ch"].resumeFrom(); p.GetOffset() != 2 {
 		t.Fatalf("resume from %v after acking 2, want 2", p)
@@ -62,7 +73,7 @@ func TestResumePositionAndDedupe(t *testing.T) {
 		t.Fatalf("resume from %v with nothing unacknowledged, want 4", p)
 	}
 	// After a resume the hub sends 3 and 4 again: both are duplicates now.
-	n := len(c.events)
+	n = len(c.events)
 	c.onMessage(cn, msg(3, corralv1.Priority_PRIORITY_P0))
 	c.onMessage(cn, msg(4, corralv1.Priority_PRIORITY_P2))
 	if len(c.events) != n {
