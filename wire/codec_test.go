@@ -352,4 +352,12 @@ func TestRank(t *testing.T) {
 	if Normalize(corralv1.Priority_PRIORITY_UNSPECIFIED) != corralv1.Priority_PRIORITY_P2 || Normalize(corralv1.Priority_PRIORITY_P0) != corralv1.Priority_PRIORITY_P0 {
 		t.Error("Normalize")
 	}
+	for _, p := range []corralv1.Priority{corralv1.Priority_PRIORITY_P0, corralv1.Priority_PRIORITY_P1, corralv1.Priority_PRIORITY_P2} {
+		if got := PriorityOfRank(Rank(p)); got != p {
+			t.Errorf("PriorityOfRank(Rank(%v)) = %v", p, got)
+		}
+	}
+	if PriorityOfRank(7) != corralv1.Priority_PRIORITY_P2 || PriorityOfRank(-1) != corralv1.Priority_PRIORITY_P2 {
+		t.Error("an out-of-range rank is not P2")
+	}
 }

@@ -84,6 +84,18 @@ func Rank(p corralv1.Priority) int {
 	return 3
 }
 
+// PriorityOfRank is the inverse of Rank: 0 gives P0, 1 gives P1, and any
+// other rank gives P2, the lowest priority.
+func PriorityOfRank(rank int) corralv1.Priority {
+	switch rank {
+	case 0:
+		return corralv1.Priority_PRIORITY_P0
+	case 1:
+		return corralv1.Priority_PRIORITY_P1
+	}
+	return corralv1.Priority_PRIORITY_P2
+}
+
 // Normalize returns p with PRIORITY_UNSPECIFIED replaced by P2.
 func Normalize(p corralv1.Priority) corralv1.Priority {
 	if p == corralv1.Priority_PRIORITY_UNSPECIFIED {
