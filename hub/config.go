@@ -79,7 +79,7 @@ type SessionConfig struct {
 	// OutboundBytes bounds the queue of frames waiting to be written to a
 	// session. When full, queued P2 then P1 messages are dropped (the client
 	// gets a Gap); a P0 message that cannot be queued closes the session
-	// with 4000. Default 256 KiB.
+	// with 4000. Default 256 KiB; at most 1 GiB.
 	OutboundBytes int `yaml:"outbound_bytes"`
 	// PublishRate is the most Publish frames per second per session, with
 	// PublishBurst. Default 50 and 100.
@@ -228,8 +228,8 @@ func (c *Config) Validate() error {
 			return config.Errorf("session."+n.key, "hub: must not be negative, got %v", n.v)
 		}
 	}
-	if s.OutboundBytes != 0 && s.OutboundBytes < 4096 {
-		return config.Errorf("session.outbound_bytes", "hub: must be at least 4096, got %d", s.OutboundBytes)
+	if s.OutboundBytes != 0 && (s.OutboundBytes < 4096 || s.OutboundBytes > 1<<30) {
+		return config.Errorf("session.outbound_bytes", "hub: must be 4096 to 1 GiB, got %d", s.OutboundBytes)
 	}
 	for i, p := range c.Ingest.Prefixes {
 		if p == "" || strings.ContainsAny(p, " *>") {

@@ -56,27 +56,27 @@ type outItem struct {
 // queue bound: about its encoded size.
 const controlSize = 32
 
-// outQueue is a session's outbound queue, bounded in bytes. The zero value
-// is an empty queue with no room; set max. Not safe for concurrent use: the
-// session's mutex guards it.
+// outQueue is a session's outbound queue, bounded in bytes (the bound is
+// the hub's, passed to each push: a session does not keep a copy). The
+// zero value is an empty queue. Not safe for concurrent use: the session's
+// mutex guards it. It is 32 bytes, inside every session.
 type outQueue struct {
 	items []outItem
-	head  int
-	bytes int
-	max   int
+	head  int32
+	bytes int32 // at most the bound plus one message (at most a frame, < 2 GiB)
 }
 
-func (q *outQueue) len() int { return len(q.items) - q.head }
+func (q *outQueue) len() int { return len(q.items) - int(q.head) }
 
 func (q *outQueue) pop() (outItem, bool) {
-	if q.head == len(q.items) {
+	if int(q.head) == len(q.items) {
 		return outItem{}, false
 	}
 	it := q.items[q.head]
 	q.items[q.head] = outItem{}
 	q.head++
-	q.bytes -= it.size
-	if q.head == len(q.items) {
+	q.bytes -= int32(it.size)
+	if int(q.head) == len(q.items) {
 		q.items, q.head = nil, 0 // an idle session keeps no buffer
 	}
 	return it, true
@@ -89,23 +89,23 @@ func (q *outQueue) clear() {
 
 // pushControl queues a control frame; force ignores the bound (for the
 // last frame before a close). It reports false when the frame does not fit.
-func (q *outQueue) pushControl(f *corralv1.ServerFrame, force bool, dropped func(int8)) bool {
-	if !force && !q.makeRoom(controlSize, 1, dropped) {
+func (q *outQueue) pushControl(f *corralv1.ServerFrame, force bool, limit int, dropped func(int8)) bool {
+	if !force && !q.makeRoom(controlSize, 1, limit, dropped) {
 		return false
 	}
 	q.items = append(q.items, outItem{frame: f, size: controlSize, prio: -1})
-	q.bytes += controlSize
+	q.bytes += int32(controlSize)
 	return true
 }
 
-// pushMessage queues a message. When the queue is full it drops queued P2
+// pushMessage queues a message. When it would pass limit it drops queued P2
 // messages, then P1 (never P0), replacing each with a Gap; a P1 or P2
 // message that still does not fit is itself replaced by a Gap. It reports
 // false only when a P0 message cannot be queued.
-func (q *outQueue) pushMessage(d *delivery, dropped func(int8)) bool {
+func (q *outQueue) pushMessage(d *delivery, limit int, dropped func(int8)) bool {
 	p := int8(d.msg.Priority)
 	lowest := max(p, 1) // a new P2 may displace queued P2 only; P1 and P0 displace P2 then P1
-	if !q.makeRoom(d.size, lowest, dropped) {
+	if !q.makeRoom(d.size, lowest, limit, dropped) {
 		if p == 0 {
 			return false
 		}
@@ -114,31 +114,31 @@ func (q *outQueue) pushMessage(d *delivery, dropped func(int8)) bool {
 		return true
 	}
 	q.items = append(q.items, outItem{d: d, size: d.size, prio: p})
-	q.bytes += d.size
+	q.bytes += int32(d.size)
 	return true
 }
 
 // makeRoom drops queued messages of priority 2 down to lowest until size
 // more bytes fit, and reports whether they do.
-func (q *outQueue) makeRoom(size int, lowest int8, dropped func(int8)) bool {
-	if q.bytes+size <= q.max || q.len() == 0 {
+func (q *outQueue) makeRoom(size int, lowest int8, limit int, dropped func(int8)) bool {
+	if q.fits(size, limit) || q.len() == 0 {
 		return true // an empty queue takes anything, however big
 	}
 	for p := int8(2); p >= lowest; p-- {
 		out := q.items[:q.head]
 		changed := false
-		for i := q.head; i < len(q.items); i++ {
+		for i := int(q.head); i < len(q.items); i++ {
 			it := q.items[i]
-			if q.bytes+size > q.max && it.d != nil && it.prio == p {
+			if !q.fits(size, limit) && it.d != nil && it.prio == p {
 				dropped(p)
-				q.bytes -= it.size
+				q.bytes -= int32(it.size)
 				changed = true
 				ch, ep, off := it.d.frame.GetMessage().GetChannel(), it.d.msg.Epoch, it.d.msg.Offset
-				if n := len(out); n > q.head && extendGap(out[n-1], ch, ep, off) {
+				if n := len(out); n > int(q.head) && extendGap(out[n-1], ch, ep, off) {
 					continue
 				}
 				it = outItem{frame: gapFrame(ch, ep, off), size: controlSize, prio: -1}
-				q.bytes += controlSize
+				q.bytes += int32(controlSize)
 			}
 			out = append(out, it)
 		}
@@ -146,21 +146,24 @@ func (q *outQueue) makeRoom(size int, lowest int8, dropped func(int8)) bool {
 			clear(q.items[len(out):])
 			q.items = out
 		}
-		if q.bytes+size <= q.max {
+		if q.fits(size, limit) {
 			return true
 		}
 	}
 	return false
 }
 
+// fits reports whether size more bytes stay within limit.
+func (q *outQueue) fits(size, limit int) bool { return int(q.bytes)+size <= limit }
+
 // appendGap records that the message at off will not come, merging with a
 // Gap at the tail of the queue when it continues it.
 func (q *outQueue) appendGap(ch, epoch string, off uint64) {
-	if n := len(q.items); n > q.head && extendGap(q.items[n-1], ch, epoch, off) {
+	if n := len(q.items); n > int(q.head) && extendGap(q.items[n-1], ch, epoch, off) {
 		return
 	}
 	q.items = append(q.items, outItem{frame: gapFrame(ch, epoch, off), size: controlSize, prio: -1})
-	q.bytes += controlSize
+	q.bytes += int32(controlSize)
 }
 
 func extendGap(it outItem, ch, epoch string, off uint64) bool {

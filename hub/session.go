@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/hub/history"
@@ -27,14 +28,22 @@ type transport interface {
 }
 
 // subscription is one channel of a session. The session's mutex guards it.
+// It is on every idle subscription: 64 bytes.
 type subscription struct {
-	name string // channel as the client names it
+	name string // channel as the client names it (the channel's own string when equal)
 	ch   *hubChannel
-	live bool             // recovery done: deliveries go to the queue
-	held []*delivery      // live deliveries that arrived during recovery
-	lost bool             // held overflowed: catchUp reads the store again
 	pos  history.Position // newest message queued
-	ack  uint64           // highest P0 offset acknowledged in pos.Epoch
+	held *heldDeliveries  // while recovering: live deliveries that arrived meanwhile
+	live bool             // recovery done: deliveries go to the queue
+}
+
+const _ = -uint(unsafe.Sizeof(subscription{}) / 65) // fails to compile above 64 bytes
+
+// heldDeliveries are the live deliveries of a subscription that arrive while
+// it recovers; allocated only then.
+type heldDeliveries struct {
+	list []*delivery
+	lost bool // list overflowed: catchUp reads the store again
 }
 
 // subList is a session's subscriptions: a short slice searched linearly
@@ -94,8 +103,8 @@ type session struct {
 	lastRecv  atomic.Int64 // unix nanoseconds of the last frame received
 	lastPing  atomic.Int64 // unix nanoseconds of the last Ping sent
 	helloDone atomic.Bool
-	grant     *grant // shared by sessions whose tokens grant the same
 	rank      int8   // granted priority rank, 0 = P0
+	grant     *grant // shared by sessions whose tokens grant the same
 	pubLim    bucket // read goroutine only
 	frameLim  bucket // read goroutine only
 
@@ -103,11 +112,25 @@ type session struct {
 	space    *sync.Cond // made by the first waiter; signalled when the writer frees queue space or the session closes
 	subs     subList
 	q        outQueue
+	closeMsg *wire.Close // why the session closes, once closing
 	writing  bool
 	closing  bool
-	closeMsg wire.Close
 	torn     bool
 	counted  bool // counted in the sessions gauge
+}
+
+// The session struct is on every idle connection: keep it at 192 bytes (a
+// size class of the Go allocator) or less. Fields are ordered to leave no
+// padding.
+const _ = -uint(unsafe.Sizeof(session{}) / 193) // fails to compile above 192 bytes
+
+// closeReason returns why the session closes (the zero Close before it
+// does); s.mu is held.
+func (s *session) closeReason() wire.Close {
+	if s.closeMsg == nil {
+		return wire.Close{}
+	}
+	return *s.closeMsg
 }
 
 func (h *Hub) newSession(tr transport) *session {
@@ -117,7 +140,6 @@ func (h *Hub) newSession(tr transport) *session {
 		h: h, seq: h.nextSessionSeq(), tr: tr, start: now.UnixNano(),
 		pubLim:   newBucket(sc.PublishBurst, now),
 		frameLim: newBucket(sc.FrameBurst, now),
-		q:        outQueue{max: sc.OutboundBytes},
 	}
 	s.lastRecv.Store(now.UnixNano())
 	h.metrics.sessionsOpened.WithLabelValues(tr.kind()).Inc()
@@ -242,7 +264,9 @@ func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
 	case *corralv1.ClientFrame_Publish:
 		s.publish(ctx, f.GetId(), fr.Publish)
 	case *corralv1.ClientFrame_Ack:
-		s.ack(fr.Ack)
+		// Counted (frames_received_total{type="ack"}) and nothing else:
+		// the client's resume position carries P0 redelivery (README,
+		// "P0 delivery"), so a session keeps no per-channel ack state.
 	case *corralv1.ClientFrame_Ping:
 		s.reply(&corralv1.ServerFrame{Id: f.GetId(), Frame: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{Payload: fr.Ping.GetPayload()}}})
 	case *corralv1.ClientFrame_Pong:
@@ -409,6 +433,9 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 		return
 	}
 	sub.ch = ch
+	if ch.name == name {
+		sub.name = ch.name // one string for every subscriber of the channel
+	}
 	s.pushControl(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Subscribed{Subscribed: &corralv1.Subscribed{
 		Channel: name, Position: &corralv1.Position{Epoch: r.Current.Epoch, Offset: r.Current.Offset},
 		Resumed: resumed, Recovered: resumed && r.Recovered,
@@ -437,13 +464,13 @@ func (s *session) catchUp(ctx context.Context, sub *subscription, batch []histor
 			s.mu.Unlock()
 			return
 		}
-		if len(sub.held) == 0 && !sub.lost {
+		if sub.held == nil {
 			sub.live = true
 			s.mu.Unlock()
 			return
 		}
-		held, lost, pos := sub.held, sub.lost, sub.pos
-		sub.held, sub.lost = nil, false
+		held, lost, pos := sub.held.list, sub.held.lost, sub.pos
+		sub.held = nil
 		s.mu.Unlock()
 		if lost {
 			// Too much arrived meanwhile: read it from the store instead.
@@ -471,7 +498,7 @@ func (s *session) catchUp(ctx context.Context, sub *subscription, batch []histor
 func (s *session) pushWaiting(sub *subscription, d *delivery) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for !s.closing && s.q.len() > 0 && s.q.bytes+d.size > s.q.max {
+	for !s.closing && s.q.len() > 0 && !s.q.fits(d.size, s.h.sess.OutboundBytes) {
 		if s.space == nil {
 			s.space = sync.NewCond(&s.mu)
 		}
@@ -526,14 +553,6 @@ func (s *session) publish(ctx context.Context, id uint64, p *corralv1.Publish) {
 	s.reply(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Published{Published: res}})
 }
 
-func (s *session) ack(a *corralv1.Ack) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sub := s.subs.get(a.GetChannel()); sub != nil && a.GetEpoch() == sub.pos.Epoch && a.GetOffset() > sub.ack {
-		sub.ack = min(a.GetOffset(), sub.pos.Offset)
-	}
-}
-
 // deliver hands a channel message to the session. It is called with the
 // channel's mutex held.
 func (s *session) deliver(sub *subscription, d *delivery) {
@@ -543,10 +562,13 @@ func (s *session) deliver(sub *subscription, d *delivery) {
 		return
 	}
 	if !sub.live {
-		if len(sub.held) < maxHeld {
-			sub.held = append(sub.held, d)
+		if sub.held == nil {
+			sub.held = &heldDeliveries{}
+		}
+		if len(sub.held.list) < maxHeld {
+			sub.held.list = append(sub.held.list, d)
 		} else {
-			sub.lost = true
+			sub.held.lost = true
 		}
 		return
 	}
@@ -560,12 +582,9 @@ func (s *session) queueDelivery(sub *subscription, d *delivery) {
 	if m.Epoch == sub.pos.Epoch && m.Offset <= sub.pos.Offset {
 		return
 	}
-	if !s.q.pushMessage(d, s.dropped) {
+	if !s.q.pushMessage(d, s.h.sess.OutboundBytes, s.dropped) {
 		s.closeLocked(wire.Close{Code: wire.CloseSlowConsumer, Text: "outbound queue full with a P0 message"}, true)
 		return
-	}
-	if m.Epoch != sub.pos.Epoch {
-		sub.ack = 0
 	}
 	sub.pos = history.Position{Epoch: m.Epoch, Offset: m.Offset}
 	s.h.metrics.delivered.Inc()
@@ -587,7 +606,7 @@ func (s *session) pushControl(f *corralv1.ServerFrame) {
 	if s.closing {
 		return
 	}
-	if !s.q.pushControl(f, false, s.dropped) {
+	if !s.q.pushControl(f, false, s.h.sess.OutboundBytes, s.dropped) {
 		s.closeLocked(wire.Close{Code: wire.CloseSlowConsumer, Text: "outbound queue full"}, true)
 		return
 	}
@@ -609,7 +628,7 @@ func (s *session) writeLoop() {
 		it, ok := s.q.pop()
 		s.wakeWaiters()
 		if !ok {
-			closing, c := s.closing, s.closeMsg
+			closing, c := s.closing, s.closeReason()
 			if !closing {
 				s.writing = false
 			}
@@ -631,10 +650,10 @@ func (s *session) writeLoop() {
 			c := wire.Close{Code: wire.CloseGoingAway, Text: "write failed"}
 			s.mu.Lock()
 			if s.closing {
-				c = s.closeMsg // the write failed because the close cut it
+				c = s.closeReason() // the write failed because the close cut it
 			}
 			s.closing = true
-			s.closeMsg = c
+			s.closeMsg = &c
 			s.q.clear()
 			s.wakeWaiters()
 			s.mu.Unlock()
@@ -658,7 +677,7 @@ func (s *session) closeLocked(c wire.Close, notify bool) {
 	if s.closing {
 		return
 	}
-	s.closing, s.closeMsg = true, c
+	s.closing, s.closeMsg = true, &c
 	s.q.clear()
 	s.wakeWaiters()
 	if s.writing {
@@ -676,7 +695,7 @@ func (s *session) closeLocked(c wire.Close, notify bool) {
 		} else {
 			f = &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: uint32(c.Code), Text: c.Text, RetryAfterMs: ms}}}
 		}
-		s.q.pushControl(f, true, s.dropped)
+		s.q.pushControl(f, true, 0, s.dropped)
 	}
 	s.kickLocked()
 }
@@ -686,7 +705,7 @@ type aborter interface{ abort(c wire.Close) }
 
 func (s *session) abortIfOpen() {
 	s.mu.Lock()
-	torn, c := s.torn, s.closeMsg
+	torn, c := s.torn, s.closeReason()
 	s.mu.Unlock()
 	if a, ok := s.tr.(aborter); ok && !torn {
 		a.abort(c)
@@ -699,7 +718,7 @@ func (s *session) peerGone(c wire.Close) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closing {
-		s.closing, s.closeMsg = true, c
+		s.closing, s.closeMsg = true, &c
 		s.q.clear()
 		s.wakeWaiters()
 	}

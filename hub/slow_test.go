@@ -20,20 +20,21 @@ func TestOutboundQueueDropsLowPriorityFirst(t *testing.T) {
 	}
 	var dropped [3]int
 	count := func(p int8) { dropped[p]++ }
-	q := outQueue{max: 500} // five 100-byte messages
+	var q outQueue
+	const limit = 500 // five 100-byte messages
 	for i, p := range []uint8{2, 1, 2, 0, 2} {
-		if !q.pushMessage(msg(uint64(i+1), p), count) {
+		if !q.pushMessage(msg(uint64(i+1), p), limit, count) {
 			t.Fatal("queue refused a message with room")
 		}
 	}
 	// A P1 displaces the oldest P2 first.
-	if !q.pushMessage(msg(6, 1), count) || dropped[0] != 0 || dropped[1] != 0 || dropped[2] == 0 {
+	if !q.pushMessage(msg(6, 1), limit, count) || dropped[0] != 0 || dropped[1] != 0 || dropped[2] == 0 {
 		t.Fatalf("dropped %v, want only P2", dropped)
 	}
 	// A P2 that finds no P2 to displace (beyond what frees room) is dropped itself
 	// only once every older P2 is gone.
 	for off := uint64(7); off <= 9; off++ {
-		q.pushMessage(msg(off, 0), count)
+		q.pushMessage(msg(off, 0), limit, count)
 	}
 	if dropped[0] != 0 {
 		t.Fatalf("a P0 was dropped: %v", dropped)
@@ -41,7 +42,7 @@ func TestOutboundQueueDropsLowPriorityFirst(t *testing.T) {
 	// The queue now holds P0 and P1 messages and gaps; another P0 must
 	// displace P1, and once only P0 are left, a P0 is refused.
 	for off := uint64(10); ; off++ {
-		if !q.pushMessage(msg(off, 0), count) {
+		if !q.pushMessage(msg(off, 0), limit, count) {
 			break
 		}
 		if off > 100 {

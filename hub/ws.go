@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/lesismal/nbio/nbhttp"
 	nbws "github.com/lesismal/nbio/nbhttp/websocket"
@@ -36,32 +37,32 @@ const sendQueueLimit = 256 << 10
 // checkEvery is how many bytes are written between two kernel queue checks.
 const checkEvery = 32 << 10
 
+// wsTransport is on every idle WebSocket session: 32 bytes.
 type wsTransport struct {
 	conn    *nbws.Conn
-	raw     syscall.RawConn // set on the first queue check
 	codec   *wire.Codec
-	mt      nbws.MessageType
 	timeout time.Duration
-	since   int // bytes written since the last queue check
+	since   int32 // bytes written since the last queue check
+	mt      nbws.MessageType
 }
+
+const _ = -uint(unsafe.Sizeof(wsTransport{}) / 33) // fails to compile above 32 bytes
 
 func (t *wsTransport) kind() string { return "ws" }
 
 // unsent returns the bytes in the socket's kernel send queue, or 0 when it
 // cannot tell.
 func (t *wsTransport) unsent() int {
-	if t.raw == nil {
-		sc, ok := t.conn.Conn.(syscall.Conn)
-		if !ok {
-			return 0
-		}
-		t.raw, _ = sc.SyscallConn()
-		if t.raw == nil {
-			return 0
-		}
+	sc, ok := t.conn.Conn.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	raw, _ := sc.SyscallConn() // not kept: this is the slow path, and idle sessions stay small
+	if raw == nil {
+		return 0
 	}
 	n := 0
-	_ = t.raw.Control(func(fd uintptr) {
+	_ = raw.Control(func(fd uintptr) {
 		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
 	})
 	return n
@@ -69,7 +70,7 @@ func (t *wsTransport) unsent() int {
 
 // room waits until the kernel takes more, or the write timeout passes.
 func (t *wsTransport) room(size int) error {
-	t.since += size
+	t.since += int32(size)
 	if t.since < checkEvery {
 		return nil
 	}

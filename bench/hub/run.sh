@@ -57,6 +57,15 @@ TOKEN=$("$work/hubload" token -secret "$SECRET" -tenant bench)
 
 metric() { curl -s "http://$ADMIN/metrics" | awk -v m="$1" '$1 == m || index($1, m"{") == 1 {s += $2} END {printf "%.0f\n", s}'; }
 rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
+# netdrops: packets the kernel dropped from its per-CPU input backlog (the
+# loopback path goes through it; above net.core.netdev_max_backlog queued
+# packets it drops), machine-wide; then TCP retransmitted segments and
+# retransmission timeouts of this network namespace.
+netdrops() {
+	local drops
+	drops=$(while read -r _ d _; do echo $((16#$d)); done </proc/net/softnet_stat | awk '{s += $1} END {print s}')
+	awk -v d="$drops" '/^Tcp: / && $2 ~ /^[0-9]+$/ {r = $13} /^TcpExt: / {if ($2 ~ /^[0-9]+$/) {for (i = 2; i <= NF; i++) x[i] = $i} else {for (i = 2; i <= NF; i++) n[i] = $i}} END {for (i in n) if (n[i] == "TCPTimeouts") t = x[i]; print d, r, t}' /proc/net/snmp /proc/net/netstat
+}
 wait_ready() {
 	for _ in $(seq 200); do
 		curl -sf "http://$ADMIN/readyz" >/dev/null 2>&1 && return 0
@@ -117,10 +126,14 @@ idle_run() {
 	local rss1 heap1 sessions gor
 	rss1=$(rss $hub); heap1=$(metric go_memstats_heap_inuse_bytes); sessions=$(metric corral_hub_sessions); gor=$(metric go_goroutines)
 	echo "idle run $run: sessions $sessions goroutines $gor rss_before $rss0 rss_after $rss1 rss_per_session $(( (rss1 - rss0) / sessions )) heap_per_session $(( (heap1 - heap0) / sessions ))"
+	local net0 net1
+	net0=$(netdrops)
 	"$work/hubload" publish -addr "$ADDR" -key "$KEY" -tenant bench -channel bench -count 20 -every 500ms
-	sleep 2
+	sleep "${FANOUT_WAIT:-2}"
+	net1=$(netdrops)
 	stop_clients 0 100000
 	echo "fanout run $run: $("$work/hubload" merge "$work/lat.0" "$work/lat.1") (messages 20, subscribers $sessions)"
+	echo "$net0 $net1" | awk -v run="$run" '{printf "fanout run %s kernel: backlog drops %d (machine-wide), tcp retransmits %d, retransmission timeouts %d\n", run, $4 - $1, $5 - $2, $6 - $3}'
 	if [ -n "${PER_MESSAGE:-}" ]; then "$work/hubload" merge -v "$work/lat.0" "$work/lat.1" | grep '^message'; fi
 	kill -TERM $hub; wait $hub 2>/dev/null || true
 }
