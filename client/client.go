@@ -156,7 +156,7 @@ func (c *Client) connect(ctx context.Context) (conn, error) {
 	c.mu.Lock()
 	a := c.cfg.Addrs[c.next%len(c.cfg.Addrs)]
 	c.next++
-	hello := &corralv1.Hello{Token: c.cfg.Token, Priority: priorityEnum(c.cfg.Priority.Rank()), Client: c.cfg.Name, PreviousSessionId: c.sessionID}
+	hello := &corralv1.Hello{Token: c.cfg.Token, Priority: wire.PriorityOfRank(c.cfg.Priority.Rank()), Client: c.cfg.Name, PreviousSessionId: c.sessionID}
 	names := make([]string, 0, len(c.subs))
 	for name := range c.subs {
 		names = append(names, name)
@@ -500,7 +500,7 @@ func (c *Client) Unsubscribe(ctx context.Context, channel string) error {
 // publish (Published.Duplicate).
 func (c *Client) Publish(ctx context.Context, channel string, p Priority, data []byte, id string) (*corralv1.Published, error) {
 	r, err := c.request(ctx, &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
-		Channel: channel, Priority: priorityEnum(p.Rank()), Data: data, ClientMessageId: id,
+		Channel: channel, Priority: wire.PriorityOfRank(p.Rank()), Data: data, ClientMessageId: id,
 	}}})
 	if err != nil {
 		return nil, err
@@ -554,14 +554,4 @@ func (c *Client) Close() error {
 	}()
 	<-c.done
 	return nil
-}
-
-func priorityEnum(rank int) corralv1.Priority {
-	switch rank {
-	case 0:
-		return corralv1.Priority_PRIORITY_P0
-	case 1:
-		return corralv1.Priority_PRIORITY_P1
-	}
-	return corralv1.Priority_PRIORITY_P2
 }

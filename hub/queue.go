@@ -28,7 +28,7 @@ func newDelivery(name string, m history.Message) *delivery {
 			Channel:    name,
 			Epoch:      m.Epoch,
 			Offset:     m.Offset,
-			Priority:   priorityOf(int(m.Priority)),
+			Priority:   wire.PriorityOfRank(int(m.Priority)),
 			Data:       m.Data,
 			TimeUnixMs: m.Time.UnixMilli(),
 		}}},
@@ -179,15 +179,4 @@ func gapFrame(ch, epoch string, off uint64) *corralv1.ServerFrame {
 	return &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Gap{Gap: &corralv1.Gap{
 		Channel: ch, Epoch: epoch, FromOffset: off, ToOffset: off, Reason: "slow consumer",
 	}}}
-}
-
-// priorityOf maps a rank (0 = P0) to the wire enum.
-func priorityOf(rank int) corralv1.Priority {
-	switch rank {
-	case 0:
-		return corralv1.Priority_PRIORITY_P0
-	case 1:
-		return corralv1.Priority_PRIORITY_P1
-	}
-	return corralv1.Priority_PRIORITY_P2
 }

@@ -332,7 +332,7 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 	s.reply(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
 		SessionId: s.id(), NodeId: h.nodeID, NodeEpoch: h.nodeEpoch,
 		ServerTimeUnixMs: h.now().UnixMilli(),
-		Priority:         priorityOf(rank),
+		Priority:         wire.PriorityOfRank(rank),
 		Hints: &corralv1.ServerHints{
 			PingIntervalMs:       uint32(sc.PingInterval.Milliseconds()),
 			MaxFrameBytes:        uint32(h.codecCheck.Config().MaxFrameBytes),
