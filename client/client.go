@@ -13,8 +13,6 @@ import (
 	"github.com/corralhq/corral/wire/corralv1"
 )
 
-var timeNow = time.Now
-
 // ErrClosed is returned by calls on a closed Client.
 var ErrClosed = errors.New("client: closed")
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/lxzan/gws"
 	"google.golang.org/grpc"
@@ -132,7 +133,7 @@ func dialWS(ctx context.Context, url string, json bool) (*wsConn, error) {
 		ReadMaxPayloadSize: 16 << 20,
 	}
 	if !dl.IsZero() {
-		opt.HandshakeTimeout = max(1, dl.Sub(timeNow()))
+		opt.HandshakeTimeout = max(1, time.Until(dl))
 	}
 	c, _, err := gws.NewClient(wsEvents{w: w}, opt)
 	if err != nil {
