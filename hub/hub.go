@@ -578,8 +578,9 @@ func (h *Hub) isIngest(channel string) bool {
 
 // Publish stores a message on the tenant's channel and fans it out to every
 // hub with subscribers, or, for an ingest channel, appends it to the ingest
-// stream. clientID, when set, makes a retried publish a duplicate (within
-// this hub and the history window). api labels the metrics. Errors are
+// stream. clientID, when set, makes a retried publish a duplicate within
+// the history window: on this hub (a map), and on every hub of the fleet
+// with the JetStream history (JetStream's message-id dedupe). api labels the metrics. Errors are
 // wire.Close values.
 func (h *Hub) Publish(ctx context.Context, tenant, channel string, rank int, data []byte, clientID, api string) (*corralv1.Published, error) {
 	if !auth.ValidTenant(tenant) {
@@ -649,13 +650,15 @@ func (h *Hub) publish(ctx context.Context, tenant, channel string, rank int, dat
 			h.log.Warn("publish failed", "channel", key, "err", err)
 			return nil, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "history unavailable"}
 		}
-		if err := h.nc.NC.PublishMsg(fanoutMsg(key, m)); err != nil {
-			// Stored but not announced: subscribers get it by backfill on
-			// the next message, or on resume.
-			h.log.Warn("fan-out failed", "channel", key, "err", err)
+		res = &corralv1.Published{Channel: channel, Epoch: m.Epoch, Offset: m.Offset, Duplicate: m.Duplicate}
+		if !m.Duplicate { // a duplicate (from another hub's publish) was announced by that hub
+			if err := h.nc.NC.PublishMsg(fanoutMsg(key, m)); err != nil {
+				// Stored but not announced: subscribers get it by backfill on
+				// the next message, or on resume.
+				h.log.Warn("fan-out failed", "channel", key, "err", err)
+			}
+			h.metrics.published.WithLabelValues(api).Inc()
 		}
-		res = &corralv1.Published{Channel: channel, Epoch: m.Epoch, Offset: m.Offset}
-		h.metrics.published.WithLabelValues(api).Inc()
 	}
 	if dk != "" {
 		h.dmu.Lock()

@@ -151,3 +151,34 @@ func TestDrainSendsPacedGoAway(t *testing.T) {
 	_ = errors.New
 	_ = natsutil.Config{}
 }
+
+// TestPublishDedupeAcrossHubs: a publish retried on another hub of the
+// fleet with the same client message id is recognised as a duplicate
+// (JetStream's message-id dedupe): same offset, stored and delivered once.
+func TestPublishDedupeAcrossHubs(t *testing.T) {
+	nc := sharedNATS(t)
+	mod := func(c *Config, o *Options) { o.NATS = nc }
+	a, b := startHub(t, mod), startHub(t, mod)
+	ctx := context.Background()
+	sub := dialClient(t, client.Config{Addrs: []string{b.wsAddr()}})
+	if _, err := sub.Subscribe(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	onA := dialClient(t, client.Config{Addrs: []string{a.grpcAddr()}})
+	onB := dialClient(t, client.Config{Addrs: []string{b.grpcAddr()}})
+	first, err := onA.Publish(ctx, "orders", client.PriorityP1, []byte("once"), "retry-1")
+	if err != nil || first.GetDuplicate() {
+		t.Fatalf("first publish: %+v, %v", first, err)
+	}
+	again, err := onB.Publish(ctx, "orders", client.PriorityP1, []byte("once"), "retry-1")
+	if err != nil || !again.GetDuplicate() || again.GetOffset() != first.GetOffset() || again.GetEpoch() != first.GetEpoch() {
+		t.Fatalf("retry on the other hub: %+v, %v; want a duplicate of offset %d", again, err, first.GetOffset())
+	}
+	next, err := onB.Publish(ctx, "orders", client.PriorityP1, []byte("next"), "retry-2")
+	if err != nil || next.GetDuplicate() || next.GetOffset() != first.GetOffset()+1 {
+		t.Fatalf("next publish: %+v, %v; want offset %d", next, err, first.GetOffset()+1)
+	}
+	if got := collect(t, sub, 2); got[0] != "once" || got[1] != "next" {
+		t.Fatalf("subscriber got %q, want [once next]", got)
+	}
+}

@@ -30,8 +30,15 @@ type Message struct {
 	Priority uint8
 	// Data is the payload; the store keeps the slice it was given.
 	Data []byte
-	// ClientID is the publisher's message id, for its own dedupe. Optional.
+	// ClientID is the publisher's message id. Optional. The JetStream store
+	// drops a second Append with the same ClientID on the same channel
+	// within the window, from any hub, and returns the first message with
+	// Duplicate set; the Memory store does not look at it (the hub keeps
+	// its own dedupe map for a single hub).
 	ClientID string
+	// Duplicate is set by Append when the message is one the store already
+	// held (see ClientID); nothing was stored.
+	Duplicate bool
 	// Time is when the message was stored. Append assigns it.
 	Time time.Time
 }

@@ -336,3 +336,28 @@ func TestJetStreamIdleChannelKeepsEpochUntilMetaTTL(t *testing.T) {
 		t.Fatal("resume from the forgotten epoch recovered")
 	}
 }
+
+func TestJetStreamDedupeByClientID(t *testing.T) {
+	c := natsConn(t, natsutil.Config{})
+	a, b := openJS(t, c, Config{}), openJS(t, c, Config{})
+	ctx := context.Background()
+	first, err := a.Append(ctx, "c", Message{Data: []byte("x"), ClientID: "id-1"})
+	if err != nil || first.Duplicate {
+		t.Fatalf("first append: %+v, %v", first, err)
+	}
+	again, err := b.Append(ctx, "c", Message{Data: []byte("x"), ClientID: "id-1"})
+	if err != nil || !again.Duplicate || again.Offset != first.Offset || again.Epoch != first.Epoch {
+		t.Fatalf("the same id from another store: %+v, %v; want a duplicate of offset %d", again, err, first.Offset)
+	}
+	// The duplicate's metadata reservation was taken back: the metadata
+	// is not ahead of the history (else an idle channel would resume as a
+	// gap).
+	meta, _, err := a.fetchMeta(ctx, "c")
+	if err != nil || meta != (Position{Epoch: first.Epoch, Offset: first.Offset}) {
+		t.Fatalf("metadata after the duplicate: %+v, %v; want %s/%d", meta, err, first.Epoch, first.Offset)
+	}
+	next, err := b.Append(ctx, "c", Message{Data: []byte("y"), ClientID: "id-2"})
+	if err != nil || next.Duplicate || next.Offset != first.Offset+1 {
+		t.Fatalf("a new id: %+v, %v; want offset %d", next, err, first.Offset+1)
+	}
+}

@@ -136,6 +136,7 @@ func (j *JetStream) Open(ctx context.Context) error {
 		Storage:           storage,
 		Replicas:          j.cfg.Replicas,
 		AllowDirect:       true,
+		Duplicates:        j.cfg.Window,
 	})
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
@@ -326,6 +327,9 @@ func (j *JetStream) Append(ctx context.Context, channel string, m Message) (Mess
 		msg.Header.Set(HeaderPriority, strconv.Itoa(int(out.Priority)))
 		if out.ClientID != "" {
 			msg.Header.Set(HeaderClientID, out.ClientID)
+			// JetStream drops a second message with this id within the
+			// window, whichever hub sends it.
+			msg.Header.Set(jetstream.MsgIDHeader, channel+"/"+out.ClientID)
 		}
 		ack, err := j.opts.JS.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(last.seq))
 		if natsutil.IsWrongLastSequence(err) {
@@ -336,6 +340,9 @@ func (j *JetStream) Append(ctx context.Context, channel string, m Message) (Mess
 		if err != nil {
 			return Message{}, fmt.Errorf("history: append to %s: %w", channel, err)
 		}
+		if ack.Duplicate {
+			return j.duplicate(ctx, channel, ack.Sequence, mine, mineSeq)
+		}
 		out.Time = time.Now()
 		j.mu.Lock()
 		j.last[channel] = jsLast{seq: ack.Sequence, pos: Position{Epoch: out.Epoch, Offset: out.Offset}, stored: out.Time, metaSeq: last.metaSeq}
@@ -343,6 +350,36 @@ func (j *JetStream) Append(ctx context.Context, channel string, m Message) (Mess
 		return out, nil
 	}
 	return Message{}, fmt.Errorf("history: append to %s: lost the race for an offset %d times", channel, maxAppendAttempts)
+}
+
+// duplicate answers an Append that JetStream recognised as a duplicate of
+// the message at seq: it returns that message, marked Duplicate, and takes
+// back this call's metadata reservation (mine, written at mineSeq) when no
+// one wrote the metadata since, so that the metadata does not stay ahead of
+// the history.
+func (j *JetStream) duplicate(ctx context.Context, channel string, seq uint64, mine Position, mineSeq uint64) (Message, error) {
+	j.mu.Lock()
+	delete(j.last, channel)
+	j.mu.Unlock()
+	if mineSeq != 0 {
+		if last, err := j.fetchLast(ctx, channel); err == nil && last.pos != (Position{}) && last.pos.Epoch == mine.Epoch && last.pos.Offset < mine.Offset {
+			m := nats.NewMsg(j.metaSubject(channel))
+			m.Header.Set(HeaderOffset, strconv.FormatUint(last.pos.Offset, 10))
+			m.Header.Set(HeaderEpoch, last.pos.Epoch)
+			// Lost to another append: then the metadata is that one's.
+			_, _ = j.opts.JS.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(mineSeq))
+		}
+	}
+	raw, err := j.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return Message{}, fmt.Errorf("history: duplicate in %s: %w", channel, err)
+	}
+	orig, err := decode(raw.Header, raw.Data, raw.Time)
+	if err != nil {
+		return Message{}, err
+	}
+	orig.Duplicate = true
+	return orig, nil
 }
 
 // Since implements Store.
