@@ -5,8 +5,8 @@
 //
 // Every message of a channel gets an offset, counting up from 1 without
 // holes, and the channel has an epoch: a token that changes whenever the
-// channel's history was lost (the channel was idle for longer than the
-// window, or its store was wiped). A client position is an (epoch, offset)
+// channel's history was lost (the channel was silent for longer than
+// Config.MetaTTL, or its store was wiped). A client position is an (epoch, offset)
 // pair; Since answers with the messages after it, or Recovered=false.
 //
 // Two stores implement Store. Memory keeps history in the process (one hub
@@ -16,8 +16,11 @@
 // are assigned with JetStream's per-subject optimistic concurrency, not by a
 // protocol of our own.
 //
-// A channel's history lasts as long as its newest message: once every
-// message of a channel has aged out of the window, the channel starts over
-// with a new epoch at offset 1, and a client resuming from the old epoch
-// gets a gap.
+// A channel's messages last the window; its metadata (epoch and last
+// offset) lasts Config.MetaTTL (24 hours by default) after its newest
+// message. A channel idle for longer than the window therefore keeps its
+// epoch: a client resuming at the last offset is recovered with no message,
+// and the next message continues the offsets. Once the metadata too has aged
+// out, the channel starts over with a new epoch at offset 1, and a client
+// resuming from the old epoch gets a gap.
 package history
