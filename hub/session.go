@@ -103,10 +103,9 @@ type session struct {
 	lastRecv  atomic.Int64 // unix nanoseconds of the last frame received
 	lastPing  atomic.Int64 // unix nanoseconds of the last Ping sent
 	helloDone atomic.Bool
-	rank      int8   // granted priority rank, 0 = P0
-	grant     *grant // shared by sessions whose tokens grant the same
-	pubLim    bucket // read goroutine only
-	frameLim  bucket // read goroutine only
+	rank      int8       // granted priority rank, 0 = P0
+	grant     *grant     // shared by sessions whose tokens grant the same
+	lim       rateLimits // read goroutine only
 
 	mu       sync.Mutex
 	space    *sync.Cond // made by the first waiter; signalled when the writer frees queue space or the session closes
@@ -119,10 +118,10 @@ type session struct {
 	counted  bool // counted in the sessions gauge
 }
 
-// The session struct is on every idle connection: keep it at 192 bytes (a
+// The session struct is on every idle connection: keep it at 176 bytes (a
 // size class of the Go allocator) or less. Fields are ordered to leave no
 // padding.
-const _ = -uint(unsafe.Sizeof(session{}) / 193) // fails to compile above 192 bytes
+const _ = -uint(unsafe.Sizeof(session{}) / 177) // fails to compile above 176 bytes
 
 // closeReason returns why the session closes (the zero Close before it
 // does); s.mu is held.
@@ -138,8 +137,7 @@ func (h *Hub) newSession(tr transport) *session {
 	now := h.now()
 	s := &session{
 		h: h, seq: h.nextSessionSeq(), tr: tr, start: now.UnixNano(),
-		pubLim:   newBucket(sc.PublishBurst, now),
-		frameLim: newBucket(sc.FrameBurst, now),
+		lim: rateLimits{frame: float32(sc.FrameBurst), pub: float32(sc.PublishBurst), at: now.UnixNano()},
 	}
 	s.lastRecv.Store(now.UnixNano())
 	h.metrics.sessionsOpened.WithLabelValues(tr.kind()).Inc()
@@ -185,28 +183,33 @@ func matchAny(patterns []string, ch string) bool {
 	return false
 }
 
-// bucket is a token bucket for one goroutine (the session's reader); its
-// rate and burst come from the hub's configuration.
-type bucket struct {
-	tokens float64
-	at     int64 // unix ns of the last refill
+// rateLimits are the session's two token buckets (frames of any kind, and
+// publishes), refilled together from one timestamp so that an idle session
+// pays 16 bytes for both. Only the session's reader uses them; rates and
+// bursts come from the hub's configuration.
+type rateLimits struct {
+	frame, pub float32 // tokens
+	at         int64   // unix ns of the last refill
 }
 
-func newBucket(burst int, now time.Time) bucket {
-	return bucket{tokens: float64(burst), at: now.UnixNano()}
-}
-
-// allow takes a token at now if there is one.
-func (b *bucket) allow(now time.Time, rate float64, burst int) bool {
+// refill adds the tokens earned since the last refill, up to the bursts.
+func (l *rateLimits) refill(now time.Time, sc SessionConfig) {
 	t := now.UnixNano()
-	if t > b.at {
-		b.tokens = min(float64(burst), b.tokens+rate*float64(t-b.at)/1e9)
-		b.at = t
+	if t <= l.at {
+		return
 	}
-	if b.tokens < 1 {
+	dt := float64(t-l.at) / 1e9
+	l.frame = float32(min(float64(sc.FrameBurst), float64(l.frame)+sc.FrameRate*dt))
+	l.pub = float32(min(float64(sc.PublishBurst), float64(l.pub)+sc.PublishRate*dt))
+	l.at = t
+}
+
+// take spends one token of a bucket if it has one.
+func take(tokens *float32) bool {
+	if *tokens < 1 {
 		return false
 	}
-	b.tokens--
+	*tokens--
 	return true
 }
 
@@ -236,7 +239,8 @@ func (s *session) tick(now time.Time) {
 func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
 	now := s.h.now()
 	s.lastRecv.Store(now.UnixNano())
-	if !s.frameLim.allow(now, s.h.sess.FrameRate, s.h.sess.FrameBurst) {
+	s.lim.refill(now, s.h.sess)
+	if !take(&s.lim.frame) {
 		s.close(wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "too many frames"}, true)
 		return
 	}
@@ -532,7 +536,8 @@ func (s *session) unsubscribe(id uint64, name string) {
 
 func (s *session) publish(ctx context.Context, id uint64, p *corralv1.Publish) {
 	h := s.h
-	if !s.pubLim.allow(h.now(), h.sess.PublishRate, h.sess.PublishBurst) {
+	s.lim.refill(h.now(), h.sess)
+	if !take(&s.lim.pub) {
 		s.errorReply(id, wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "publish rate exceeded"})
 		return
 	}
