@@ -167,18 +167,47 @@ func (j *JetStream) metaSubject(channel string) string { return j.opts.MetaSubje
 // fetchMeta reads the channel's metadata: the position of its newest
 // message (or one reserved for it) and the metadata message's sequence.
 func (j *JetStream) fetchMeta(ctx context.Context, channel string) (Position, uint64, error) {
+	pos, seq, _, err := j.fetchMetaAt(ctx, channel)
+	return pos, seq, err
+}
+
+// fetchMetaAt is fetchMeta that also returns when the metadata was written
+// (by the NATS server's clock).
+func (j *JetStream) fetchMetaAt(ctx context.Context, channel string) (Position, uint64, time.Time, error) {
 	m, err := j.meta.GetLastMsgForSubject(ctx, j.metaSubject(channel))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return Position{}, 0, nil
+		return Position{}, 0, time.Time{}, nil
 	}
 	if err != nil {
-		return Position{}, 0, fmt.Errorf("history: metadata of %s: %w", channel, err)
+		return Position{}, 0, time.Time{}, fmt.Errorf("history: metadata of %s: %w", channel, err)
 	}
 	msg, err := decode(m.Header, nil, m.Time)
 	if err != nil {
-		return Position{}, 0, err
+		return Position{}, 0, time.Time{}, err
 	}
-	return Position{Epoch: msg.Epoch, Offset: msg.Offset}, m.Sequence, nil
+	return Position{Epoch: msg.Epoch, Offset: msg.Offset}, m.Sequence, m.Time, nil
+}
+
+// reservationGrace is how recent metadata over an empty history must be for
+// Append to wait a moment for the message it announces.
+const reservationGrace = time.Second
+
+// awaitHistory polls the channel's newest message for a few milliseconds
+// and returns it once there is one.
+func (j *JetStream) awaitHistory(ctx context.Context, channel string) (jsLast, bool) {
+	for d := time.Millisecond; d <= 16*time.Millisecond; d *= 2 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return jsLast{}, false
+		case <-t.C:
+		}
+		if l, err := j.fetchLast(ctx, channel); err == nil && l.pos != (Position{}) {
+			return l, true
+		}
+	}
+	return jsLast{}, false
 }
 
 // Errors of reserve that make Append start over.
@@ -288,8 +317,23 @@ func (j *JetStream) Append(ctx context.Context, channel string, m Message) (Mess
 			// No message within the window: the metadata, if the channel
 			// spoke within MetaTTL, says where it stopped.
 			var err error
-			if base, last.metaSeq, err = j.fetchMeta(ctx, channel); err != nil {
+			var at time.Time
+			if base, last.metaSeq, at, err = j.fetchMetaAt(ctx, channel); err != nil {
 				return Message{}, err
+			}
+			// Metadata written a moment ago over an empty history is most
+			// likely another hub's reservation whose message is on its
+			// way: wait for it a little, so that this append follows it
+			// instead of skipping its offset. The clock decides only
+			// whether to wait; if nothing comes, the append goes on from
+			// the metadata (the offset may then be skipped: a gap).
+			own := mineSeq != 0 && last.metaSeq == mineSeq
+			if base != (Position{}) && !own && time.Since(at) < reservationGrace {
+				if l, ok := j.awaitHistory(ctx, channel); ok {
+					metaSeq := last.metaSeq
+					last, base = l, l.pos
+					last.metaSeq = metaSeq
+				}
 			}
 		}
 		switch {
