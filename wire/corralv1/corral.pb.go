@@ -564,8 +564,9 @@ type Hello struct {
 	// position to resume from (absent: start live).
 	Subscribe []*Subscribe `protobuf:"bytes,3,rep,name=subscribe,proto3" json:"subscribe,omitempty"`
 	// previous_session_id is the session id of the last Welcome this client
-	// received, if any; servers may use it to hand over unacknowledged P0
-	// messages. Optional.
+	// received, if any. Optional and informational: the hub keeps no state
+	// to hand over, because resume positions (and so the unacknowledged P0
+	// messages to send again) live with the client.
 	PreviousSessionId string `protobuf:"bytes,4,opt,name=previous_session_id,json=previousSessionId,proto3" json:"previous_session_id,omitempty"`
 	// client names the client software and version, for logs. Optional.
 	Client        string `protobuf:"bytes,5,opt,name=client,proto3" json:"client,omitempty"`
