@@ -108,7 +108,7 @@ func TestReconnectResumesBySelf(t *testing.T) {
 }
 
 func TestResumeBeyondWindowIsGap(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	th := startHub(t, func(c *Config, o *Options) {
 		c.History.Store = "memory"
 		c.History.Window = 30 * time.Second
@@ -193,7 +193,7 @@ func TestIdleChannelKeepsEpoch(t *testing.T) {
 		}
 	}
 	t.Run("memory store, injected clock", func(t *testing.T) {
-		clk := &fakeClock{t: time.Now()}
+		clk := testkit.NewClock(time.Now())
 		th := startHub(t, func(c *Config, o *Options) {
 			c.History.Store = "memory"
 			c.History.Window = 30 * time.Second

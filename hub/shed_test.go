@@ -133,7 +133,7 @@ func TestSheddingStages(t *testing.T) {
 // a resource emergency, the stage jumps to lifeboat, new sessions of every
 // priority are turned away with 1013 and a retry hint.
 func TestShedderLifeboat(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	sh, err := limit.NewShedder(limit.ShedderConfig{Clock: clk, Resources: limit.ResourceConfig{MaxHeap: 1 << 30}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,24 +14,6 @@ import (
 	"github.com/corralhq/corral/internal/testkit"
 )
 
-// fakeClock is an injected clock for the memory store.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func counter(prefix string) func() string {
 	var mu sync.Mutex
 	n := 0
@@ -65,7 +47,7 @@ func openJS(t *testing.T, c *natsutil.Conn, cfg Config) *JetStream {
 // stores runs f against both stores, each fresh.
 func stores(t *testing.T, cfg Config, f func(t *testing.T, s Store)) {
 	t.Run("memory", func(t *testing.T) {
-		f(t, NewMemory(cfg, MemoryOptions{Now: (&fakeClock{t: time.Unix(1000, 0)}).Now}))
+		f(t, NewMemory(cfg, MemoryOptions{Now: testkit.NewClock(time.Unix(1000, 0)).Now}))
 	})
 	t.Run("jetstream", func(t *testing.T) {
 		f(t, openJS(t, natsConn(t, natsutil.Config{}), cfg))
@@ -149,7 +131,7 @@ func TestSinceAnswers(t *testing.T) {
 }
 
 func TestMemoryWindowWithInjectedClock(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1000, 0)}
+	clk := testkit.NewClock(time.Unix(1000, 0))
 	s := NewMemory(Config{Window: 30 * time.Second, MetaTTL: 10 * time.Minute}, MemoryOptions{Now: clk.Now, NewEpoch: counter("e")})
 	ctx := context.Background()
 	appendN(t, s, "c", 3) // at t=0

@@ -58,3 +58,15 @@ func TestSyncBufferConcurrentWrites(t *testing.T) {
 		t.Fatalf("len = %d, want 800", got)
 	}
 }
+
+func TestClock(t *testing.T) {
+	start := time.Unix(1000, 0)
+	c := NewClock(start)
+	if !c.Now().Equal(start) {
+		t.Fatalf("Now = %v, want %v", c.Now(), start)
+	}
+	c.Advance(1500 * time.Millisecond)
+	if got := c.Now().Sub(start); got != 1500*time.Millisecond {
+		t.Fatalf("advanced by %v, want 1.5s", got)
+	}
+}
