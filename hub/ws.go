@@ -2,11 +2,13 @@ package hub
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/nbhttp"
 	nbws "github.com/lesismal/nbio/nbhttp/websocket"
 	"golang.org/x/sys/unix"
@@ -26,9 +28,11 @@ import (
 // holds less than sendQueueLimit bytes, and otherwise waits (polling, only
 // for that slow session) up to the write timeout.
 //
-// nbio does not deliver empty data messages; the hub ignores them (a client
-// that sends nothing else is closed by the handshake timeout or the ping
-// interval).
+// nbio v1.6.8 accepts unmasked client frames and drops empty data messages
+// without a word. The hub sees the raw bytes first (the engine's data
+// handler, before nbio parses them): a frameTrack per connection (8 bytes,
+// in wsTransport) follows the frame headers and closes the session with
+// 1002 on either (wsframes.go).
 
 // sendQueueLimit is the unsent bytes in the kernel above which the writer
 // waits before handing nbio another frame.
@@ -39,16 +43,30 @@ const checkEvery = 32 << 10
 
 // wsTransport is on every idle WebSocket session: 32 bytes.
 type wsTransport struct {
-	conn    *nbws.Conn
-	codec   *wire.Codec
-	timeout time.Duration
-	since   int32 // bytes written since the last queue check
-	mt      nbws.MessageType
+	conn      *nbws.Conn
+	codec     *wire.Codec
+	since     int32 // bytes written since the last queue check
+	timeoutMS int32 // write timeout in milliseconds
+	frames    frameTrack
 }
 
 const _ = -uint(unsafe.Sizeof(wsTransport{}) / 33) // fails to compile above 32 bytes
 
 func (t *wsTransport) kind() string { return "ws" }
+
+// mt returns the WebSocket message type of the session's subprotocol.
+func (t *wsTransport) mt() nbws.MessageType {
+	if t.codec.Format().Binary() {
+		return nbws.BinaryMessage
+	}
+	return nbws.TextMessage
+}
+
+// msTimeout converts a write timeout to whole milliseconds (at least 1)
+// that fit wsTransport.
+func msTimeout(d time.Duration) int32 {
+	return int32(min(max(d.Milliseconds(), 1), math.MaxInt32))
+}
 
 // unsent returns the bytes in the socket's kernel send queue, or 0 when it
 // cannot tell.
@@ -75,7 +93,7 @@ func (t *wsTransport) room(size int) error {
 		return nil
 	}
 	t.since = 0
-	deadline := time.Now().Add(t.timeout)
+	deadline := time.Now().Add(time.Duration(t.timeoutMS) * time.Millisecond)
 	for d := time.Millisecond; t.unsent() > sendQueueLimit; d = min(2*d, 20*time.Millisecond) {
 		if time.Now().After(deadline) {
 			return errors.New("hub: write timeout: the peer does not read")
@@ -93,7 +111,7 @@ func (t *wsTransport) writeFrame(f *corralv1.ServerFrame) error {
 	if err := t.room(len(b)); err != nil {
 		return err
 	}
-	return t.conn.WriteMessage(t.mt, b)
+	return t.conn.WriteMessage(t.mt(), b)
 }
 
 func (t *wsTransport) writeDelivery(d *delivery) error {
@@ -104,7 +122,7 @@ func (t *wsTransport) writeDelivery(d *delivery) error {
 	if err := t.room(len(b)); err != nil {
 		return err
 	}
-	return t.conn.WriteMessage(t.mt, b)
+	return t.conn.WriteMessage(t.mt(), b)
 }
 
 func (t *wsTransport) closeWith(c wire.Close) {
@@ -134,9 +152,14 @@ func (h *Hub) newWSEngine() (*nbhttp.Engine, *nbws.Upgrader) {
 	up.KeepaliveTime = 0 // idle sessions are kept by the hub's pings
 	up.HandshakeTimeout = h.sess.HandshakeTimeout
 	up.MessageLengthLimit = h.codecCheck.Config().MaxFrameBytes
-	up.OnOpen(h.wsOpen)
+	early := &wsEarly{m: make(map[*nbws.Conn]*frameTrack)}
+	engine.OnData(func(c *nbio.Conn, data []byte) { h.wsData(early, c, data) })
+	up.OnOpen(func(c *nbws.Conn) { h.wsOpen(early, c) })
 	up.OnMessage(h.wsMessage)
-	up.OnClose(h.wsClosed)
+	up.OnClose(func(c *nbws.Conn, err error) {
+		early.forget(c)
+		h.wsClosed(c, err)
+	})
 	up.SetPongHandler(func(c *nbws.Conn, _ string) {
 		if s, ok := c.SessionWithLock().(*session); ok {
 			s.lastRecv.Store(h.now().UnixNano())
@@ -156,19 +179,19 @@ func (h *Hub) serveWS(up *nbws.Upgrader) http.HandlerFunc {
 	}
 }
 
-func (h *Hub) wsOpen(c *nbws.Conn) {
+func (h *Hub) wsOpen(early *wsEarly, c *nbws.Conn) {
 	format, err := wire.ParseSubprotocol(c.Subprotocol())
 	if err != nil {
+		early.forget(c)
 		_ = c.WriteClose(int(wire.CloseProtocolError), "subprotocol "+wire.SubprotocolProto+" or "+wire.SubprotocolJSON+" required")
 		_ = c.Close()
 		return
 	}
-	mt := nbws.BinaryMessage
-	if !format.Binary() {
-		mt = nbws.TextMessage
+	t := &wsTransport{conn: c, codec: h.codecs[format], timeoutMS: msTimeout(h.sess.WriteTimeout)}
+	s := h.newSession(t)
+	if v := early.open(c, s, t); v != frameOK {
+		s.close(wire.Close{Code: wire.CloseProtocolError, Text: v.reason()}, false)
 	}
-	t := &wsTransport{conn: c, codec: h.codecs[format], mt: mt, timeout: h.sess.WriteTimeout}
-	c.SetSession(h.newSession(t))
 }
 
 func (h *Hub) wsMessage(c *nbws.Conn, mt nbws.MessageType, data []byte) {

@@ -1,0 +1,249 @@
+package hub
+
+import (
+	"sync"
+
+	"github.com/lesismal/nbio"
+	nbws "github.com/lesismal/nbio/nbhttp/websocket"
+
+	"github.com/corralhq/corral/wire"
+)
+
+// frameTrack follows the WebSocket frame boundaries of what a client sends,
+// from the raw bytes nbio reads and before nbio parses them, to catch the
+// two RFC 6455 violations nbio v1.6.8 lets through: a client frame without
+// the mask bit (RFC 6455 5.1: the server must close, 1002), and an empty
+// data message (nbio drops it silently; for corral an empty frame is
+// malformed, 1002).
+//
+// It keeps 8 bytes: no buffer, no allocation. Headers split across reads
+// and 16- and 64-bit payload lengths are followed byte by byte; payload
+// bytes are skipped. A declared length over 4 GiB stops the tracking: nbio
+// refuses a frame that large itself (MaxWebsocketFramePayloadSize).
+//
+// The zero value is ready at the start of a stream. A frameTrack is not
+// safe for concurrent use; nbio reads a connection from one goroutine at a
+// time.
+type frameTrack struct {
+	left uint32 // payload bytes left in the current frame, or the length being read
+	n    uint8  // header bytes seen of the current frame; 0 between frames and in payload
+	b0   uint8  // first header byte: FIN, RSV, opcode
+	b1   uint8  // second header byte: MASK, 7-bit length
+	st   uint8  // trackOpen, trackEmpty, trackOff, trackFailed
+}
+
+const (
+	trackOpen   = 1 << iota // a fragmented data message is in progress
+	trackEmpty              // the message in progress has had no payload byte yet
+	trackOff                // tracking stopped (nbio refuses what follows)
+	trackFailed             // a violation was reported: drop everything after
+)
+
+// frameVerdict is what feed found.
+type frameVerdict uint8
+
+const (
+	frameOK       frameVerdict = iota // nothing wrong so far
+	frameUnmasked                     // a client frame without the mask bit
+	frameEmpty                        // an empty data message
+	frameDead                         // a violation was reported before: drop the bytes
+)
+
+// reason returns the close reason for a violation.
+func (v frameVerdict) reason() string {
+	switch v {
+	case frameUnmasked:
+		return "unmasked client frame"
+	case frameEmpty:
+		return "empty data message"
+	}
+	return ""
+}
+
+// extLen returns how many extended length bytes follow the second header
+// byte.
+func (f *frameTrack) extLen() uint8 {
+	switch f.b1 & 0x7f {
+	case 126:
+		return 2
+	case 127:
+		return 8
+	}
+	return 0
+}
+
+// feed follows p, the next bytes read from the client, and returns the
+// first violation it finds. After a violation every later call returns
+// frameDead.
+func (f *frameTrack) feed(p []byte) frameVerdict {
+	if f.st&trackFailed != 0 {
+		return frameDead
+	}
+	for len(p) > 0 {
+		if f.st&trackOff != 0 {
+			return frameOK
+		}
+		if f.n == 0 && f.left > 0 { // payload: skip it
+			k := uint32(len(p))
+			if uint64(len(p)) > uint64(f.left) {
+				k = f.left
+			}
+			f.left -= k
+			p = p[k:]
+			continue
+		}
+		b := p[0]
+		p = p[1:]
+		switch f.n {
+		case 0:
+			f.b0 = b
+			f.n = 1
+			continue
+		case 1:
+			f.b1 = b
+			f.n = 2
+			if b&0x80 == 0 {
+				f.st |= trackFailed
+				return frameUnmasked
+			}
+			f.left = 0
+			if l := b & 0x7f; l < 126 {
+				f.left = uint32(l)
+			}
+		default:
+			if i := f.n - 2; i < f.extLen() {
+				if f.extLen() == 8 && i < 4 {
+					if b != 0 { // 4 GiB or more: nbio refuses the frame
+						f.st |= trackOff
+						return frameOK
+					}
+				} else {
+					f.left = f.left<<8 | uint32(b)
+				}
+			}
+			f.n++
+		}
+		if f.n < 2+f.extLen()+4 { // the masking key ends the header
+			continue
+		}
+		f.n = 0
+		if v := f.frame(); v != frameOK {
+			f.st |= trackFailed
+			return v
+		}
+	}
+	return frameOK
+}
+
+// frame judges a complete frame header.
+func (f *frameTrack) frame() frameVerdict {
+	fin := f.b0&0x80 != 0
+	switch f.b0 & 0x0f {
+	case 1, 2: // text, binary: a message starts
+		if fin {
+			f.st &^= trackOpen | trackEmpty
+			if f.left == 0 {
+				return frameEmpty
+			}
+			return frameOK
+		}
+		f.st |= trackOpen | trackEmpty
+		if f.left > 0 {
+			f.st &^= trackEmpty
+		}
+	case 0: // continuation
+		if f.st&trackOpen == 0 {
+			return frameOK // nbio refuses a stray continuation
+		}
+		if f.left > 0 {
+			f.st &^= trackEmpty
+		}
+		if fin {
+			empty := f.st&trackEmpty != 0
+			f.st &^= trackOpen | trackEmpty
+			if empty {
+				return frameEmpty
+			}
+		}
+	}
+	return frameOK // control frames may be empty
+}
+
+// wsEarly holds the frame trackers of connections whose first bytes were
+// read before the hub had set their session (nbio starts reading as soon as
+// it has the connection; the session is set in OnOpen, after the 101
+// answer went out). An entry lives from that first read to OnOpen. Its
+// methods are safe for concurrent use.
+type wsEarly struct {
+	mu sync.Mutex
+	m  map[*nbws.Conn]*frameTrack
+}
+
+// feed follows data read from c, from the session's tracker when the
+// session is set and from an early one otherwise.
+func (e *wsEarly) feed(c *nbws.Conn, data []byte) (*session, frameVerdict) {
+	if s, ok := c.SessionWithLock().(*session); ok {
+		return s, s.tr.(*wsTransport).frames.feed(data)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := c.SessionWithLock().(*session); ok { // set meanwhile
+		return s, s.tr.(*wsTransport).frames.feed(data)
+	}
+	f := e.m[c]
+	if f == nil {
+		f = new(frameTrack)
+		e.m[c] = f
+	}
+	if v := f.feed(data); v != frameOK {
+		return nil, frameDead // reported by open
+	}
+	return nil, frameOK
+}
+
+// open moves c's early tracker, if any, to t and sets c's session to s. It
+// returns the violation the early bytes held, if any.
+func (e *wsEarly) open(c *nbws.Conn, s *session, t *wsTransport) frameVerdict {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := frameOK
+	if f := e.m[c]; f != nil {
+		t.frames = *f
+		delete(e.m, c)
+		if f.st&trackFailed != 0 {
+			v = frameUnmasked
+			if f.b1&0x80 != 0 {
+				v = frameEmpty
+			}
+		}
+	}
+	c.SetSession(s)
+	return v
+}
+
+// forget drops c's early tracker.
+func (e *wsEarly) forget(c *nbws.Conn) {
+	e.mu.Lock()
+	delete(e.m, c)
+	e.mu.Unlock()
+}
+
+// wsData is the engine's data handler: it sees what nbio read from a
+// connection before nbio parses it, and stops a connection whose client
+// breaks the framing rules nbio does not check.
+func (h *Hub) wsData(early *wsEarly, c *nbio.Conn, data []byte) {
+	if wsc, ok := c.Session().(*nbws.Conn); ok {
+		s, v := early.feed(wsc, data)
+		switch v {
+		case frameOK:
+		case frameDead:
+			return
+		default:
+			s.close(wire.Close{Code: wire.CloseProtocolError, Text: v.reason()}, false)
+			return
+		}
+	}
+	if next := c.DataHandler(); next != nil {
+		next(c, data)
+	}
+}
