@@ -200,6 +200,11 @@ type rawTCPWS struct {
 
 func dialTCPWS(t *testing.T, th *testHub) *rawTCPWS {
 	t.Helper()
+	return dialTCPWSProto(t, th, wire.SubprotocolProto)
+}
+
+func dialTCPWSProto(t *testing.T, th *testHub, subprotocol string) *rawTCPWS {
+	t.Helper()
 	c, err := net.Dial("tcp", th.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +213,7 @@ func dialTCPWS(t *testing.T, th *testHub) *rawTCPWS {
 	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	req := "GET /v1/ws HTTP/1.1\r\nHost: corral\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
 		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
-		"Sec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n\r\n"
+		"Sec-WebSocket-Protocol: " + subprotocol + "\r\n\r\n"
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
