@@ -14,7 +14,13 @@ import (
 // two RFC 6455 violations nbio v1.6.8 lets through: a client frame without
 // the mask bit (RFC 6455 5.1: the server must close, 1002), and an empty
 // data message (nbio drops it silently; for corral an empty frame is
-// malformed, 1002).
+// malformed, 1002). It also catches the framing errors nbio refuses by
+// cutting TCP without a close frame (RSV bits without an extension, a
+// reserved opcode, a control frame over 125 bytes or fragmented, a
+// continuation without a start, a message inside a fragmented one), so
+// that the hub closes those with 1002 as RFC 6455 7.4.1 asks. The hub
+// negotiates no extension (nbio's EnableCompression stays false), so any
+// RSV bit is an error.
 //
 // It keeps 8 bytes: no buffer, no allocation. Headers split across reads
 // and 16- and 64-bit payload lengths are followed byte by byte; payload
@@ -29,7 +35,7 @@ type frameTrack struct {
 	n    uint8  // header bytes seen of the current frame; 0 between frames and in payload
 	b0   uint8  // first header byte: FIN, RSV, opcode
 	b1   uint8  // second header byte: MASK, 7-bit length
-	st   uint8  // trackOpen, trackEmpty, trackOff, trackFailed
+	st   uint8  // trackOpen, trackEmpty, trackOff, trackFailed; the verdict above bit 4
 }
 
 const (
@@ -46,6 +52,10 @@ const (
 	frameOK       frameVerdict = iota // nothing wrong so far
 	frameUnmasked                     // a client frame without the mask bit
 	frameEmpty                        // an empty data message
+	frameRSV                          // an RSV bit without an extension
+	frameOpcode                       // a reserved opcode
+	frameControl                      // a control frame over 125 bytes or fragmented
+	frameSequence                     // a continuation without a start, or a message inside one
 	frameDead                         // a violation was reported before: drop the bytes
 )
 
@@ -56,6 +66,14 @@ func (v frameVerdict) reason() string {
 		return "unmasked client frame"
 	case frameEmpty:
 		return "empty data message"
+	case frameRSV:
+		return "RSV bit set without an extension"
+	case frameOpcode:
+		return "reserved opcode"
+	case frameControl:
+		return "control frame over 125 bytes or fragmented"
+	case frameSequence:
+		return "fragments out of sequence"
 	}
 	return ""
 }
@@ -103,8 +121,7 @@ func (f *frameTrack) feed(p []byte) frameVerdict {
 			f.b1 = b
 			f.n = 2
 			if b&0x80 == 0 {
-				f.st |= trackFailed
-				return frameUnmasked
+				return f.fail(frameUnmasked)
 			}
 			f.left = 0
 			if l := b & 0x7f; l < 126 {
@@ -128,18 +145,41 @@ func (f *frameTrack) feed(p []byte) frameVerdict {
 		}
 		f.n = 0
 		if v := f.frame(); v != frameOK {
-			f.st |= trackFailed
-			return v
+			return f.fail(v)
 		}
 	}
 	return frameOK
 }
 
+// fail records the violation v and returns it.
+func (f *frameTrack) fail(v frameVerdict) frameVerdict {
+	f.st |= trackFailed | uint8(v)<<4
+	return v
+}
+
+// failed returns the violation recorded, or frameOK.
+func (f *frameTrack) failed() frameVerdict {
+	if f.st&trackFailed == 0 {
+		return frameOK
+	}
+	return frameVerdict(f.st >> 4)
+}
+
 // frame judges a complete frame header.
 func (f *frameTrack) frame() frameVerdict {
 	fin := f.b0&0x80 != 0
-	switch f.b0 & 0x0f {
+	if f.b0&0x70 != 0 {
+		return frameRSV
+	}
+	switch op := f.b0 & 0x0f; op {
+	case 8, 9, 10: // close, ping, pong
+		if !fin || f.left > 125 {
+			return frameControl
+		}
 	case 1, 2: // text, binary: a message starts
+		if f.st&trackOpen != 0 {
+			return frameSequence
+		}
 		if fin {
 			f.st &^= trackOpen | trackEmpty
 			if f.left == 0 {
@@ -153,7 +193,7 @@ func (f *frameTrack) frame() frameVerdict {
 		}
 	case 0: // continuation
 		if f.st&trackOpen == 0 {
-			return frameOK // nbio refuses a stray continuation
+			return frameSequence
 		}
 		if f.left > 0 {
 			f.st &^= trackEmpty
@@ -165,6 +205,8 @@ func (f *frameTrack) frame() frameVerdict {
 				return frameEmpty
 			}
 		}
+	default:
+		return frameOpcode
 	}
 	return frameOK // control frames may be empty
 }
@@ -210,12 +252,7 @@ func (e *wsEarly) open(c *nbws.Conn, s *session, t *wsTransport) frameVerdict {
 	if f := e.m[c]; f != nil {
 		t.frames = *f
 		delete(e.m, c)
-		if f.st&trackFailed != 0 {
-			v = frameUnmasked
-			if f.b1&0x80 != 0 {
-				v = frameEmpty
-			}
-		}
+		v = f.failed()
 	}
 	c.SetSession(s)
 	return v

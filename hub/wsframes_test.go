@@ -85,7 +85,15 @@ func TestFrameTrack(t *testing.T) {
 		{"empty first fragment, data later", cat(clientFrame(1, false, true, nil), clientFrame(9, true, true, nil), clientFrame(0, true, true, pay(4))), frameOK},
 		{"all fragments empty", cat(clientFrame(2, false, true, nil), clientFrame(0, false, true, nil), clientFrame(0, true, true, nil)), frameEmpty},
 		{"empty final fragment of a message with data", cat(clientFrame(2, false, true, pay(9)), clientFrame(0, true, true, nil)), frameOK},
-		{"empty continuation without a start (left to nbio)", clientFrame(0, true, true, nil), frameOK},
+		{"continuation without a start", clientFrame(0, true, true, []byte("x")), frameSequence},
+		{"message inside a fragmented one", cat(clientFrame(1, false, true, pay(1)), clientFrame(2, true, true, pay(1))), frameSequence},
+		{"control frames inside a fragmented message", cat(clientFrame(1, false, true, pay(1)), clientFrame(9, true, true, pay(125)), clientFrame(10, true, true, nil), clientFrame(0, true, true, pay(1))), frameOK},
+		{"ping of 126 bytes", clientFrame(9, true, true, pay(126)), frameControl},
+		{"fragmented ping", clientFrame(9, false, true, pay(1)), frameControl},
+		{"reserved opcodes", clientFrame(3, true, true, pay(1)), frameOpcode},
+		{"reserved control opcode", clientFrame(11, true, true, nil), frameOpcode},
+		{"RSV1", append([]byte{0xc1}, clientFrame(1, true, true, pay(1))[1:]...), frameRSV},
+		{"RSV3 after a good frame", cat(clientFrame(2, true, true, pay(1)), append([]byte{0x92}, clientFrame(2, true, true, pay(1))[1:]...)), frameRSV},
 		{"unmasked continuation", cat(clientFrame(2, false, true, pay(1)), clientFrame(0, true, false, pay(1))), frameUnmasked},
 		{"length of 4 GiB stops the tracking", cat([]byte{0x82, 0xff, 0, 0, 0, 1, 0, 0, 0, 0}, clientFrame(2, true, false, nil)), frameOK},
 	}
@@ -148,22 +156,35 @@ func refVerdict(p []byte) frameVerdict {
 			return frameOK
 		}
 		fin := b0&0x80 != 0
+		if b0&0x70 != 0 {
+			return frameRSV
+		}
 		switch b0 & 0x0f {
 		case 1, 2:
+			if open {
+				return frameSequence
+			}
 			if fin && n == 0 {
 				return frameEmpty
 			}
 			open, empty = !fin, n == 0
 		case 0:
-			if open {
-				empty = empty && n == 0
-				if fin {
-					if empty {
-						return frameEmpty
-					}
-					open = false
-				}
+			if !open {
+				return frameSequence
 			}
+			empty = empty && n == 0
+			if fin {
+				if empty {
+					return frameEmpty
+				}
+				open = false
+			}
+		case 8, 9, 10:
+			if !fin || n > 125 {
+				return frameControl
+			}
+		default:
+			return frameOpcode
 		}
 		p = p[h:]
 		if uint64(len(p)) < n {
