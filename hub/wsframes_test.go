@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	nbws "github.com/lesismal/nbio/nbhttp/websocket"
+
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -356,5 +358,44 @@ func TestWSFramingEndToEnd(t *testing.T) {
 				t.Fatalf("closed with %v %q, want 1002 (%s)", code, reason, tc.why)
 			}
 		})
+	}
+}
+
+// TestWSEarlyBytes checks the bytes nbio reads before OnOpen: they are
+// tracked, and the tracker moves to the session, split header and all.
+func TestWSEarlyBytes(t *testing.T) {
+	early := &wsEarly{m: make(map[*nbws.Conn]*frameTrack)}
+	stream := cat(clientFrame(2, true, true, make([]byte, 300)), clientFrame(2, true, true, nil))
+	c := new(nbws.Conn)
+	if s, v := early.feed(c, stream[:3]); s != nil || v != frameOK {
+		t.Fatalf("early feed: %v %v", s, v)
+	}
+	tr := &wsTransport{}
+	s := &session{tr: tr}
+	if v := early.open(c, s, tr); v != frameOK {
+		t.Fatalf("open: %v", v)
+	}
+	if len(early.m) != 0 {
+		t.Fatal("early tracker kept after open")
+	}
+	got, v := early.feed(c, stream[3:])
+	if got != s || v != frameEmpty {
+		t.Fatalf("after open: %p %v, want the session and frameEmpty", got, v)
+	}
+
+	bad := new(nbws.Conn)
+	if _, v := early.feed(bad, clientFrame(1, true, false, []byte("x"))); v != frameDead {
+		t.Fatalf("early violation: %v, want frameDead (reported by open)", v)
+	}
+	tr2 := &wsTransport{}
+	if v := early.open(bad, &session{tr: tr2}, tr2); v != frameUnmasked {
+		t.Fatalf("open after an early violation: %v, want frameUnmasked", v)
+	}
+
+	gone := new(nbws.Conn)
+	_, _ = early.feed(gone, stream[:1])
+	early.forget(gone)
+	if len(early.m) != 0 {
+		t.Fatal("forget kept the tracker")
 	}
 }
