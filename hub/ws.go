@@ -32,7 +32,8 @@ import (
 // without a word. The hub sees the raw bytes first (the engine's data
 // handler, before nbio parses them): a frameTrack per connection (8 bytes,
 // in wsTransport) follows the frame headers and closes the session with
-// 1002 on either (wsframes.go).
+// 1002 on either, and on the framing errors nbio answers by cutting TCP
+// without a close frame (wsframes.go).
 
 // sendQueueLimit is the unsent bytes in the kernel above which the writer
 // waits before handing nbio another frame.
