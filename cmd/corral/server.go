@@ -35,29 +35,33 @@ type serverSpec[C any] struct {
 // applies environment and flag overrides, and validates.
 func loadServerConfig[C any](s serverSpec[C], path, listen, admin string) (*C, error) {
 	cfg := s.defaults()
+	opts := config.Options{EnvPrefix: s.envPrefix}
+	var err error
 	if path != "" {
-		if err := config.Load(path, cfg, config.Options{EnvPrefix: s.envPrefix}); err != nil {
-			return nil, err
-		}
+		err = config.Load(path, cfg, opts)
+	} else {
+		err = config.Decode("built-in defaults", nil, cfg, opts)
 	}
-	if s.addrs != nil {
-		l, a := s.addrs(cfg)
-		if listen != "" {
-			*l = listen
-		}
-		if admin != "" {
-			*a = admin
-		}
+	if err != nil {
+		return nil, err
 	}
-	if path == "" || listen != "" || admin != "" {
-		if v, ok := any(cfg).(config.Validator); ok {
-			if err := v.Validate(); err != nil {
-				src := "flags"
-				if path != "" {
-					src = path + " with flags"
-				}
-				return nil, fmt.Errorf("config: %s: %w", src, err)
+	if s.addrs == nil || (listen == "" && admin == "") {
+		return cfg, nil
+	}
+	l, a := s.addrs(cfg)
+	if listen != "" {
+		*l = listen
+	}
+	if admin != "" {
+		*a = admin
+	}
+	if v, ok := any(cfg).(config.Validator); ok {
+		if err := v.Validate(); err != nil {
+			src := "flags"
+			if path != "" {
+				src = path + " with flags"
 			}
+			return nil, fmt.Errorf("config: %s: %w", src, err)
 		}
 	}
 	return cfg, nil

@@ -121,6 +121,19 @@ func TestServerCmdValidateOK(t *testing.T) {
 	}
 }
 
+func TestServerCmdEnvOverridesWithoutConfigFile(t *testing.T) {
+	t.Setenv("CORRAL_FAKE_TIMEOUT", "7s")
+	cfg, code, _, errOut := runFake(t)
+	if code != 0 || cfg.Timeout != 7*time.Second {
+		t.Fatalf("exit %d (%s), cfg %+v: CORRAL_FAKE_TIMEOUT not applied", code, errOut, cfg)
+	}
+	t.Setenv("CORRAL_FAKE_LISTEN", "")
+	_, code, _, errOut = runFake(t)
+	if code == 0 || !strings.Contains(errOut, "built-in defaults") || !strings.Contains(errOut, "must not be empty") {
+		t.Fatalf("an invalid environment override was accepted: exit %d, %q", code, errOut)
+	}
+}
+
 func TestServerCmdBadFlagOverride(t *testing.T) {
 	_, code, _, errOut := runFake(t, "--listen", "")
 	if code != 0 {
