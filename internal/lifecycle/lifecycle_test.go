@@ -9,13 +9,12 @@ import (
 	"time"
 )
 
-// part blocks in Run until Shutdown or its context ends, recording calls.
+// part blocks in Run until Shutdown or its context ends; stop is closed by
+// the first Shutdown.
 type part struct {
-	mu       sync.Mutex
-	fail     error
-	stop     chan struct{}
-	once     sync.Once
-	shutdown bool
+	fail error
+	stop chan struct{}
+	once sync.Once
 }
 
 func newPart(fail error) *part {
@@ -34,17 +33,17 @@ func (p *part) Run(ctx context.Context) error {
 }
 
 func (p *part) Shutdown(context.Context) error {
-	p.mu.Lock()
-	p.shutdown = true
-	p.mu.Unlock()
 	p.once.Do(func() { close(p.stop) })
 	return nil
 }
 
 func (p *part) wasShutdown() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.shutdown
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func TestRunStopsAllOnContextEnd(t *testing.T) {
