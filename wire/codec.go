@@ -50,7 +50,6 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 type Codec struct {
 	format Format
 	cfg    Config
-	pm     proto.MarshalOptions
 	pu     proto.UnmarshalOptions
 	jm     protojson.MarshalOptions
 	ju     protojson.UnmarshalOptions
@@ -101,10 +100,13 @@ func (c *Codec) appendFrame(dst []byte, m proto.Message) ([]byte, error) {
 		err error
 	)
 	if c.format == FormatProto {
-		if n := c.pm.Size(m); n > c.cfg.MaxFrameBytes {
+		if n := proto.Size(m); n > c.cfg.MaxFrameBytes {
 			return dst, fmt.Errorf("%w: %d bytes, limit %d", ErrTooBig, n, c.cfg.MaxFrameBytes)
 		}
-		out, err = c.pm.MarshalAppend(dst, m)
+		// The Size call above cached the sizes of m and its sub-messages;
+		// UseCachedSize lets MarshalAppend reuse them instead of walking
+		// the frame a second time.
+		out, err = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(dst, m)
 	} else {
 		out, err = c.jm.MarshalAppend(dst, m)
 	}
