@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 func TestDNSValidateExample(t *testing.T) {
@@ -58,7 +59,7 @@ func TestDNSServesExample(t *testing.T) {
 	addr := "127.0.0.1:" + freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var out, errb bytes.Buffer
+	var out, errb testkit.SyncBuffer
 	go func() {
 		done <- run(ctx, []string{"dns", "--config", "../../examples/dns.yaml", "--listen", addr, "--admin", "127.0.0.1:0", "--log-format", "json"}, &out, &errb)
 	}()
@@ -66,23 +67,20 @@ func TestDNSServesExample(t *testing.T) {
 		cancel()
 		if code := <-done; code != 0 {
 			t.Errorf("corral dns exit %d: %s", code, errb.String())
+		} else if t.Failed() {
+			t.Logf("corral dns stderr: %s", errb.String())
 		}
 	}()
 	m := new(dns.Msg)
 	m.SetQuestion("multi.corral.test.", dns.TypeA)
 	c := &dns.Client{Timeout: time.Second}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r, _, err := c.Exchange(m, addr)
-		if err == nil {
-			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 8 {
-				t.Fatalf("multi.corral.test: %v", r)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer: %v; stderr %s", err, errb.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	var r *dns.Msg
+	testkit.WaitFor(t, 20*time.Second, "an answer from corral dns", func() bool {
+		var err error
+		r, _, err = c.Exchange(m, addr)
+		return err == nil
+	})
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 8 {
+		t.Fatalf("multi.corral.test: %v", r)
 	}
 }
