@@ -366,7 +366,7 @@ type ShedderConfig struct {
 	// at most StepDownRatio x Target (hysteresis). Default 0.7.
 	StepDownRatio float64 `yaml:"step_down_ratio"`
 	// EvalInterval is how often the stage is evaluated, over the latencies
-	// observed since the previous evaluation. Default 1 s.
+	// observed since the previous evaluation. Default 500 ms.
 	EvalInterval time.Duration `yaml:"eval_interval"`
 	// MinSamples is the number of latencies an interval needs for its
 	// percentile to count; fewer count as no latency pressure. Default 10.
