@@ -144,7 +144,6 @@ func (s *coderServer) Close()      { _ = s.srv.Close() }
 // connection in ReadLoop.
 type gwsServer struct {
 	open atomic.Int64
-	ln   net.Listener
 }
 
 type gwsHandler struct{ s *gwsServer }
@@ -169,7 +168,6 @@ func (s *gwsServer) Start(addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.ln = ln
 	srv := gws.NewServer(gwsHandler{s}, &gws.ServerOption{
 		ReadMaxPayloadSize: maxMessage,
 		CheckUtf8Enabled:   true,
