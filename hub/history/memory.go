@@ -83,6 +83,18 @@ func (m *Memory) expire(c *memChannel, now time.Time) bool {
 	return now.Sub(c.newest) >= m.cfg.MetaTTL
 }
 
+// live returns the channel of s named channel with its aged-out messages
+// dropped at now, or nil when there is none or it is forgotten (then it is
+// deleted). The caller holds s.mu.
+func (m *Memory) live(s *memShard, channel string, now time.Time) *memChannel {
+	c := s.channels[channel]
+	if c != nil && m.expire(c, now) {
+		delete(s.channels, channel)
+		c = nil
+	}
+	return c
+}
+
 // Append implements Store.
 func (m *Memory) Append(_ context.Context, channel string, msg Message) (Message, error) {
 	if err := ValidChannel(channel); err != nil {
@@ -92,8 +104,8 @@ func (m *Memory) Append(_ context.Context, channel string, msg Message) (Message
 	s := m.shard(channel)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.channels[channel]
-	if c == nil || m.expire(c, now) {
+	c := m.live(s, channel, now)
+	if c == nil {
 		c = &memChannel{epoch: m.newEpoch()}
 		s.channels[channel] = c
 	}
@@ -119,9 +131,8 @@ func (m *Memory) Since(_ context.Context, channel string, from Position) (Recove
 	s := m.shard(channel)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.channels[channel]
-	if c == nil || m.expire(c, m.now()) {
-		delete(s.channels, channel)
+	c := m.live(s, channel, m.now())
+	if c == nil {
 		return answer(from, Position{}, nil), nil
 	}
 	return answer(from, Position{Epoch: c.epoch, Offset: c.last}, c.msgs), nil
@@ -132,9 +143,8 @@ func (m *Memory) Current(_ context.Context, channel string) (Position, error) {
 	s := m.shard(channel)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.channels[channel]
-	if c == nil || m.expire(c, m.now()) {
-		delete(s.channels, channel)
+	c := m.live(s, channel, m.now())
+	if c == nil {
 		return Position{}, nil
 	}
 	return Position{Epoch: c.epoch, Offset: c.last}, nil
