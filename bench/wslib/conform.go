@@ -232,12 +232,14 @@ func runConform(args []string) error {
 	defer s.Close()
 	var okN, nonStrict, fail int
 	var notes []string
-	total := len(confCases()) + 2
-	for _, offer := range []struct{ offer, want string }{
+	cases := confCases()
+	offers := []struct{ offer, want string }{
 		{"corral.v1.json", "corral.v1.json"},
 		{"corral.v1.proto, corral.v1.json", "corral.v1.proto"},
-	} {
-		name := fmt.Sprintf("%d subprotocol offered %q", okN+nonStrict+fail+len(confCases())+1, offer.offer)
+	}
+	total := len(cases) + len(offers)
+	for i, offer := range offers {
+		name := fmt.Sprintf("%d subprotocol offered %q", len(cases)+i+1, offer.offer)
 		r := "OK"
 		c, _, sel, err := dialWSProto(addr, nil, 5*time.Second, offer.offer)
 		switch {
@@ -259,7 +261,7 @@ func runConform(args []string) error {
 			fmt.Printf("  %-48s %s\n", name, r)
 		}
 	}
-	for _, c := range confCases() {
+	for _, c := range cases {
 		r := runCase(addr, c)
 		switch {
 		case r == "OK":
