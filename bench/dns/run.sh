@@ -171,7 +171,7 @@ start_server() {
 	pids+=("$server_pid")
 	for _ in $(seq 100); do
 		if dig +short +time=1 +tries=1 @127.0.0.1 -p "$PORT" static.bench.test A 2>/dev/null | grep -q 192.0.2; then
-			# corral: wait until the health checks have run (they start healthy anyway).
+			# corral's health checks start healthy: multi answers 8 from the start.
 			return 0
 		fi
 		sleep 0.1
