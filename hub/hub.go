@@ -324,12 +324,7 @@ func (h *Hub) sweep(ctx context.Context) {
 		case <-t.C:
 		}
 		now := h.now()
-		switch s := h.store.(type) {
-		case *history.Memory:
-			s.Sweep(now)
-		case *history.JetStream:
-			s.Forget(now)
-		}
+		h.store.Sweep(now)
 		h.dmu.Lock()
 		for k, e := range h.dedupe {
 			if now.Sub(e.at) > h.histCfg.Window {

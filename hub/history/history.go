@@ -71,6 +71,9 @@ type Store interface {
 	Since(ctx context.Context, channel string, from Position) (Recovery, error)
 	// Current returns the channel's newest position, or the zero Position.
 	Current(ctx context.Context, channel string) (Position, error)
+	// Sweep drops the state that aged out at now and returns how many
+	// channels it dropped. The hub calls it periodically.
+	Sweep(now time.Time) int
 }
 
 // ErrInvalidChannel is returned for a channel name a store cannot hold.

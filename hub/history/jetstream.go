@@ -526,10 +526,10 @@ func (j *JetStream) Current(ctx context.Context, channel string) (Position, erro
 	return pos, err
 }
 
-// Forget drops cached channel state older than the window at now, bounding
-// the cache to channels appended to recently. The hub calls it
-// periodically.
-func (j *JetStream) Forget(now time.Time) int {
+// Sweep implements Store: it drops cached channel state older than the
+// window at now, bounding the cache to channels appended to recently, and
+// returns how many channels it dropped. The streams keep their own limits.
+func (j *JetStream) Sweep(now time.Time) int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	n := 0
