@@ -220,19 +220,7 @@ func (s *Shedder) Admit(p Priority) Decision {
 }
 
 // AdmitAt is Admit at an explicit time.
-func (s *Shedder) AdmitAt(p Priority, now time.Time) Decision {
-	s.maybeEvaluate(now)
-	if !p.Valid() {
-		p = P2
-	}
-	st := Stage(s.stage.Load())
-	if !st.rejects(p) {
-		s.admitted[p].Add(1)
-		return Decision{Admit: true, Stage: st}
-	}
-	s.rejected[p].Add(1)
-	return Decision{Stage: st, RetryAfter: s.RetryAfterAt(p, now)}
-}
+func (s *Shedder) AdmitAt(p Priority, now time.Time) Decision { return s.AdmitNAt(p, 1, now) }
 
 // AdmitNAt decides for n units of work of priority p at once (a cohort of
 // devices in a simulation): the decision is the same for all of them and
