@@ -220,6 +220,17 @@ func (c *Config) sockets() int {
 // Validate reports every problem of c as config field errors whose
 // messages start with "authdns: ".
 func (c *Config) Validate() error {
+	if err := c.validateSettings(); err != nil {
+		return err
+	}
+	// Compiling the zones checks every record.
+	_, err := compile(c)
+	return err
+}
+
+// validateSettings checks everything but the records, which compile checks;
+// New and Reload call it and then compile once.
+func (c *Config) validateSettings() error {
 	var errs []error
 	bad := func(path, format string, args ...any) {
 		errs = append(errs, config.Errorf(path, "authdns: "+format, args...))
@@ -267,12 +278,7 @@ func (c *Config) Validate() error {
 	if len(c.Zones) == 0 {
 		bad("zones", "at least one zone is needed")
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	// Compiling the zones checks every record.
-	_, err := compile(c)
-	return err
+	return errors.Join(errs...)
 }
 
 // parsePrefix reads a prefix or a single address (as a full-length prefix).

@@ -84,3 +84,18 @@ func TestReloadRejectsInvalidConfig(t *testing.T) {
 		t.Errorf("old zone lost after a failed reload: %v", r)
 	}
 }
+
+// TestNewRejectsInvalidRecord checks that New, which compiles the zones
+// once instead of calling Validate, still refuses a bad record and names
+// its key.
+func TestNewRejectsInvalidRecord(t *testing.T) {
+	bad := decodeConfig(t, testZone)
+	bad.Zones[0].Records[1].Values[0].Value = "not-an-ip"
+	_, err := New(bad, Options{})
+	if err == nil || !strings.Contains(err.Error(), "zones[0].records[1].values[0]") {
+		t.Fatalf("New: %v, want an error naming zones[0].records[1].values[0]", err)
+	}
+	if verr := bad.Validate(); verr == nil || verr.Error() != err.Error() {
+		t.Errorf("New said %v, Validate said %v: want the same error", err, verr)
+	}
+}

@@ -83,12 +83,13 @@ type Server struct {
 }
 
 // New validates cfg and builds a Server. It does no I/O and starts no
-// goroutine.
+// goroutine. The zones are compiled once, which checks the records as
+// Validate does.
 func New(cfg *Config, opts Options) (*Server, error) {
 	if cfg == nil {
 		return nil, errors.New("authdns: nil config")
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validateSettings(); err != nil {
 		return nil, err
 	}
 	if opts.Logger == nil {
@@ -171,9 +172,10 @@ func (s *Server) Reload(cfg *Config) error {
 	return nil
 }
 
-// prepare validates cfg, builds its state and updates the health checks.
+// prepare validates cfg, builds its state (compiling the zones once, which
+// checks the records) and updates the health checks.
 func (s *Server) prepare(cfg *Config) (*state, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validateSettings(); err != nil {
 		return nil, err
 	}
 	st, err := s.build(cfg)
