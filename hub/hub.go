@@ -315,14 +315,7 @@ func (h *Hub) openStores(ctx context.Context) error {
 
 // sweep forgets aged-out history and publish dedupe entries.
 func (h *Hub) sweep(ctx context.Context) {
-	t := time.NewTicker(max(h.histCfg.Window/4, time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, max(h.histCfg.Window/4, time.Second), func() {
 		now := h.now()
 		h.store.Sweep(now)
 		h.dmu.Lock()
@@ -332,14 +325,24 @@ func (h *Hub) sweep(ctx context.Context) {
 			}
 		}
 		h.dmu.Unlock()
-	}
+	})
 }
 
 // tickSessions runs every session's timers (handshake timeout, pings) from
 // one ticker, a few times per shortest timeout.
 func (h *Hub) tickSessions(ctx context.Context) {
-	every := min(time.Second, h.sess.HandshakeTimeout/4, h.sess.PingInterval/4)
-	t := time.NewTicker(max(every, 10*time.Millisecond))
+	tick := min(time.Second, h.sess.HandshakeTimeout/4, h.sess.PingInterval/4)
+	every(ctx, max(tick, 10*time.Millisecond), func() {
+		now := h.now()
+		for _, s := range h.snapshotSessions() {
+			s.tick(now)
+		}
+	})
+}
+
+// every calls f each period until ctx ends.
+func every(ctx context.Context, period time.Duration, f func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -347,10 +350,7 @@ func (h *Hub) tickSessions(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := h.now()
-		for _, s := range h.snapshotSessions() {
-			s.tick(now)
-		}
+		f()
 	}
 }
 

@@ -82,19 +82,14 @@ func (h *Hub) severLoop(ctx context.Context, tick time.Duration) {
 	if h.overload == nil {
 		return
 	}
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	i := 0
+	every(ctx, tick, func() {
 		if i%10 == 0 {
 			h.observeResources()
 		}
+		i++
 		h.severOnce()
-	}
+	})
 }
 
 // severOnce runs one round of severing and returns how many sessions it
