@@ -93,7 +93,7 @@ func TestSimWritesReport(t *testing.T) {
 }
 
 func TestSimRejectsOutcomeField(t *testing.T) {
-	p := writeScenario(t, strings.Replace(smallScenario, "  backlog: 4000", "  backlog: 4000", 1)+"expected_error_rate: 0.01\n")
+	p := writeScenario(t, smallScenario+"expected_error_rate: 0.01\n")
 	code, _, errs := corral(t, "sim", p)
 	if code == 0 || !strings.Contains(errs, "s.yaml:") || !strings.Contains(errs, "outcome") {
 		t.Fatalf("sim accepted an outcome field: code %d, stderr %q", code, errs)
