@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // loadRun drives a Limiter in front of a psServer with open-loop arrivals.
@@ -11,7 +13,7 @@ type loadRun struct {
 	t       *testing.T
 	lim     *Limiter
 	srv     *psServer
-	clock   *simClock
+	clock   *testkit.Clock
 	dt      time.Duration
 	offered float64 // arrivals per second
 	carry   float64
@@ -19,10 +21,10 @@ type loadRun struct {
 
 // run advances d of simulated time and calls each after every step.
 func (r *loadRun) run(d time.Duration, each func(now time.Time)) {
-	end := r.clock.t.Add(d)
-	for r.clock.t.Before(end) {
-		r.clock.t = r.clock.t.Add(r.dt)
-		now := r.clock.t
+	end := r.clock.Now().Add(d)
+	for r.clock.Now().Before(end) {
+		r.clock.Advance(r.dt)
+		now := r.clock.Now()
 		r.srv.step(now, r.dt, func(j simJob, _ time.Duration) { j.tok.SuccessAt(now) })
 		r.carry += r.offered * r.dt.Seconds()
 		for ; r.carry >= 1; r.carry-- {
@@ -50,7 +52,7 @@ func TestGradientConvergesToKnee(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			clock := &simClock{t: simEpoch}
+			clock := testkit.NewClock(simEpoch)
 			lim, err := NewLimiter(LimiterConfig{Limit: g, Clock: clock})
 			if err != nil {
 				t.Fatal(err)
@@ -120,7 +122,7 @@ func TestOtherAlgorithmsSettleNearKnee(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				clock := &simClock{t: simEpoch}
+				clock := testkit.NewClock(simEpoch)
 				lim, err := NewLimiter(LimiterConfig{Limit: alg, Clock: clock})
 				if err != nil {
 					t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // FuzzSample feeds arbitrary samples to every algorithm and to a Limiter
@@ -49,7 +51,7 @@ func FuzzSample(f *testing.F) {
 			t.Fatalf("SampleFromSeconds(%v): %v", secs, err)
 		}
 		// A Limiter whose caller passes times that go backwards or jump.
-		clock := &simClock{t: start}
+		clock := testkit.NewClock(start)
 		lim, err := NewLimiter(LimiterConfig{Limit: ls["gradient"], Clock: clock})
 		if err != nil {
 			t.Fatal(err)

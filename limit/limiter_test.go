@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 func TestLimiterNeverAdmitsAboveLimit(t *testing.T) {
@@ -73,7 +75,7 @@ func TestLimiterNeverAdmitsAboveLimit(t *testing.T) {
 
 func TestLimiterPriorityCeilings(t *testing.T) {
 	f, _ := NewFixed(100)
-	clock := &simClock{t: simEpoch}
+	clock := testkit.NewClock(simEpoch)
 	lim, err := NewLimiter(LimiterConfig{Limit: f, Clock: clock, Reserve: Reserve{P0: 0.1, P1: 0.2}})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +84,7 @@ func TestLimiterPriorityCeilings(t *testing.T) {
 	take := func(p Priority) int {
 		n := 0
 		for {
-			tok, ok := lim.TryAcquirePriorityAt(p, clock.t)
+			tok, ok := lim.TryAcquirePriorityAt(p, clock.Now())
 			if !ok {
 				return n
 			}
@@ -99,18 +101,18 @@ func TestLimiterPriorityCeilings(t *testing.T) {
 	if n := take(P0); n != 10 {
 		t.Errorf("P0 took %d more slots, want 10", n)
 	}
-	if _, ok := lim.TryAcquireAt(clock.t); ok {
+	if _, ok := lim.TryAcquireAt(clock.Now()); ok {
 		t.Error("admitted above the limit")
 	}
 	if got := lim.Snapshot().RejectedByPriority; got != (Counts{1, 1, 1}) {
 		t.Errorf("rejections by priority %v, want one each", got)
 	}
 	for _, tok := range held {
-		tok.SuccessAt(clock.t)
+		tok.SuccessAt(clock.Now())
 	}
 	// P0 was rejected: at the next flush its reserve doubles.
-	clock.t = clock.t.Add(time.Second)
-	lim.FlushAt(clock.t)
+	clock.Advance(time.Second)
+	lim.FlushAt(clock.Now())
 	if c := lim.Snapshot().Ceilings; c[P1] >= 90 || c[P2] >= c[P1] {
 		t.Errorf("ceilings after a P0 rejection %v: P1 ceiling should drop below 90", c)
 	}
@@ -139,22 +141,22 @@ func TestLimiterSamplesAtHighRates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, _ := NewFixed(100)
-			clock := &simClock{t: simEpoch}
+			clock := testkit.NewClock(simEpoch)
 			lim, err := NewLimiter(LimiterConfig{Limit: f, Clock: clock, TimeEvery: tc.timeEvery})
 			if err != nil {
 				t.Fatal(err)
 			}
 			interval := func() {
 				for range 6400 { // 320,000 per second
-					tok, ok := lim.TryAcquireAt(clock.t)
+					tok, ok := lim.TryAcquireAt(clock.Now())
 					if !ok {
 						t.Fatal("refused below the limit")
 					}
-					clock.t = clock.t.Add(3 * time.Microsecond)
-					tok.SuccessAt(clock.t)
+					clock.Advance(3 * time.Microsecond)
+					tok.SuccessAt(clock.Now())
 				}
-				clock.t = clock.t.Add(time.Millisecond)
-				lim.FlushAt(clock.t)
+				clock.Advance(time.Millisecond)
+				lim.FlushAt(clock.Now())
 			}
 			interval()
 			first := f.Stats().Samples

@@ -7,10 +7,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 func TestCollector(t *testing.T) {
-	clock := &simClock{t: simEpoch}
+	clock := testkit.NewClock(simEpoch)
 	f, _ := NewFixed(2)
 	lim, err := NewLimiter(LimiterConfig{Limit: f, Clock: clock})
 	if err != nil {
@@ -24,10 +26,10 @@ func TestCollector(t *testing.T) {
 	if _, err := NewCollector(MetricsConfig{Registerer: reg, Subsystem: "edge_conn", Limiter: lim, Shedder: shed}); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := lim.TryAcquirePriorityAt(P1, clock.t)
-	lim.TryAcquirePriorityAt(P2, clock.t) // P2 ceiling is 1 at a limit of 2: refused
-	shed.AdmitAt(P0, clock.t)
-	shed.AdmitAt(P2, clock.t)
+	tok, _ := lim.TryAcquirePriorityAt(P1, clock.Now())
+	lim.TryAcquirePriorityAt(P2, clock.Now()) // P2 ceiling is 1 at a limit of 2: refused
+	shed.AdmitAt(P0, clock.Now())
+	shed.AdmitAt(P2, clock.Now())
 	want := `
 # HELP corral_edge_conn_inflight Admitted work not yet released.
 # TYPE corral_edge_conn_inflight gauge
@@ -54,7 +56,7 @@ corral_edge_conn_stage 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	tok.SuccessAt(clock.t.Add(time.Millisecond))
+	tok.SuccessAt(clock.Now().Add(time.Millisecond))
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != 19 {
 		t.Errorf("gathered %d series (err %v), want 19 (7 from the limiter, 12 from the shedder)", n, err)
 	}

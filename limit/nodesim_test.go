@@ -5,6 +5,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // nodeSim simulates one node holding persistent sessions, in simulated
@@ -60,7 +62,7 @@ func newNodeSim(t *testing.T, cpu float64, shedCfg ShedderConfig, alg Limit) *no
 	t.Helper()
 	n := &nodeSim{t: t, now: simEpoch, dt: time.Millisecond, cpu: cpu, hsWork: 2, hsSpeed: 200,
 		timeout: 5 * time.Second, due: map[int64]*Counts{}, rng: rand.New(rand.NewPCG(3, 4))}
-	clock := &simClock{t: simEpoch}
+	clock := testkit.NewClock(simEpoch)
 	shedCfg.Clock = clock
 	shedCfg.Seed = 11
 	var err error

@@ -5,12 +5,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // shedAt builds a Shedder on a manual clock.
-func shedAt(t *testing.T, cfg ShedderConfig) (*Shedder, *simClock) {
+func shedAt(t *testing.T, cfg ShedderConfig) (*Shedder, *testkit.Clock) {
 	t.Helper()
-	clock := &simClock{t: simEpoch}
+	clock := testkit.NewClock(simEpoch)
 	cfg.Clock = clock
 	s, err := NewShedder(cfg)
 	if err != nil {
@@ -20,14 +22,14 @@ func shedAt(t *testing.T, cfg ShedderConfig) (*Shedder, *simClock) {
 }
 
 // observeFor feeds n latencies of d per evaluation interval for dur.
-func observeFor(s *Shedder, c *simClock, dur, d time.Duration, n int) {
-	end := c.t.Add(dur)
-	for c.t.Before(end) {
-		c.t = c.t.Add(100 * time.Millisecond)
+func observeFor(s *Shedder, c *testkit.Clock, dur, d time.Duration, n int) {
+	end := c.Now().Add(dur)
+	for c.Now().Before(end) {
+		c.Advance(100 * time.Millisecond)
 		for range n {
 			s.Observe(d)
 		}
-		s.EvaluateAt(c.t)
+		s.EvaluateAt(c.Now())
 	}
 }
 
@@ -112,27 +114,27 @@ func TestFlapsDoubleTheFallDwell(t *testing.T) {
 func TestResourceEmergencySeversP0Last(t *testing.T) {
 	s, c := shedAt(t, ShedderConfig{Resources: ResourceConfig{MaxFDs: 1000}, SeverRate: 10})
 	s.ObserveResources(0, 500)
-	c.t = c.t.Add(time.Second)
-	if st := s.EvaluateAt(c.t); st != StageNormal {
+	c.Advance(time.Second)
+	if st := s.EvaluateAt(c.Now()); st != StageNormal {
 		t.Fatalf("stage %v at half the fd ceiling", st)
 	}
 	open := Counts{P0: 100, P1: 3, P2: 2}
-	if q := s.SeverQuotaAt(open, c.t); q != (Counts{}) {
+	if q := s.SeverQuotaAt(open, c.Now()); q != (Counts{}) {
 		t.Fatalf("sever quota %v without overload", q)
 	}
 	s.ObserveResources(0, 1000)
-	c.t = c.t.Add(time.Second)
-	if st := s.EvaluateAt(c.t); st != StageLifeboat {
+	c.Advance(time.Second)
+	if st := s.EvaluateAt(c.Now()); st != StageLifeboat {
 		t.Fatalf("stage %v at the fd ceiling, want lifeboat at once", st)
 	}
-	if d := s.AdmitAt(P0, c.t); d.Admit || d.RetryAfter <= 0 {
+	if d := s.AdmitAt(P0, c.Now()); d.Admit || d.RetryAfter <= 0 {
 		t.Errorf("lifeboat decision for P0 %+v, want a rejection with a hint", d)
 	}
 	// Emergency pacing: 5 x 10/s = 50/s, burst 5. P2 first, then P1, then P0.
 	var total Counts
 	for range 10 {
-		c.t = c.t.Add(100 * time.Millisecond)
-		q := s.SeverQuotaAt(open, c.t)
+		c.Advance(100 * time.Millisecond)
+		q := s.SeverQuotaAt(open, c.Now())
 		for p := range q {
 			open[p] -= q[p]
 			total[p] += q[p]
@@ -158,11 +160,11 @@ func TestNoP0SeveranceWithoutEmergency(t *testing.T) {
 	var total Counts
 	var atSeverP1 Counts
 	for range 200 { // 20 s far over target
-		c.t = c.t.Add(100 * time.Millisecond)
+		c.Advance(100 * time.Millisecond)
 		for range 5 {
 			s.Observe(time.Second)
 		}
-		q := s.SeverQuotaAt(open, c.t)
+		q := s.SeverQuotaAt(open, c.Now())
 		for p := range q {
 			open[p] -= q[p]
 			total[p] += q[p]
@@ -194,7 +196,7 @@ func TestRetryHintsAreSpread(t *testing.T) {
 	var lo, hi time.Duration = time.Hour, 0
 	seen := map[time.Duration]bool{}
 	for range 1000 {
-		d := s.AdmitAt(P2, c.t)
+		d := s.AdmitAt(P2, c.Now())
 		if d.Admit {
 			t.Fatal("P2 admitted at reject-p1")
 		}
@@ -210,7 +212,7 @@ func TestRetryHintsAreSpread(t *testing.T) {
 		t.Errorf("hints fall in only %d distinct seconds: a herd would come back in one wave", len(seen))
 	}
 	// A P0 at a stage that admits it got its rejection elsewhere: Min.
-	if h := s.RetryAfterAt(P0, c.t); h < time.Second || h >= 2*time.Second {
+	if h := s.RetryAfterAt(P0, c.Now()); h < time.Second || h >= 2*time.Second {
 		t.Errorf("P0 hint %v, want [1 s, 2 s)", h)
 	}
 }
@@ -220,7 +222,7 @@ func TestRetryHintsUseInjectedRand(t *testing.T) {
 		s, c := shedAt(t, ShedderConfig{Rand: rand.NewPCG(9, 9)})
 		var out []time.Duration
 		for range 5 {
-			out = append(out, s.RetryAfterAt(P1, c.t))
+			out = append(out, s.RetryAfterAt(P1, c.Now()))
 		}
 		return out
 	}
@@ -238,7 +240,7 @@ func TestRetryHintsUseInjectedRand(t *testing.T) {
 func TestInvalidPriorityIsBackground(t *testing.T) {
 	s, c := shedAt(t, ShedderConfig{})
 	observeFor(s, c, 1100*time.Millisecond, 150*time.Millisecond, 5)
-	if d := s.AdmitAt(Priority(9), c.t); d.Admit {
+	if d := s.AdmitAt(Priority(9), c.Now()); d.Admit {
 		t.Error("an invalid priority was admitted at reject-p2")
 	}
 	if n := s.Snapshot().Rejected[P2]; n != 1 {
@@ -296,10 +298,10 @@ func TestResourcePressureMovesStages(t *testing.T) {
 	const ceiling = 1 << 30
 	s, c := shedAt(t, ShedderConfig{Resources: ResourceConfig{MaxHeap: ceiling}})
 	tick := func(d time.Duration) {
-		end := c.t.Add(d)
-		for c.t.Before(end) {
-			c.t = c.t.Add(100 * time.Millisecond)
-			s.EvaluateAt(c.t)
+		end := c.Now().Add(d)
+		for c.Now().Before(end) {
+			c.Advance(100 * time.Millisecond)
+			s.EvaluateAt(c.Now())
 		}
 	}
 	s.ObserveResources(ceiling*95/100, 0) // above High (0.9), below the ceiling

@@ -57,11 +57,6 @@ func (s *psServer) step(now time.Time, dt time.Duration, fin func(j simJob, rtt 
 	s.jobs = kept
 }
 
-// simClock is a manual Clock for tests.
-type simClock struct{ t time.Time }
-
-func (c *simClock) Now() time.Time { return c.t }
-
 var simEpoch = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
 func nan() float64      { var z float64; return z / z }
