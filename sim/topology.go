@@ -123,7 +123,7 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 	}
 	d.set = set
 	d.scratch = make([]int, 0, len(origins))
-	d.ttlSteps = max(1, int(math.Round(float64(sc.DNS.TTL)/float64(sc.Step))))
+	d.ttlSteps = max(1, stepsOf(sc.DNS.TTL, sc.Step))
 	tenants := 1
 	if d.perTenant {
 		tenants = sc.Population.Tenants

@@ -169,8 +169,7 @@ func newSpreader(p backoff.Policy, q int, step, retryAfter time.Duration) *sprea
 // nearest step, at least one (a device cannot retry within the step it
 // failed in).
 func (s *spreader) offset(d time.Duration) int {
-	o := int(math.Round(float64(d) / float64(s.step)))
-	return max(1, o)
+	return max(1, stepsOf(d, s.step))
 }
 
 // spread schedules n devices of key k, failed at step now, on w. u0 in
