@@ -120,40 +120,58 @@ func (d *Dealer) spillOf(dst []int, h []int) []int {
 // is rehashed with a counter. Digit d picks the d-th smallest worker not
 // taken yet (a partial Fisher-Yates shuffle without the array).
 func (d *Dealer) draw(dst []int, hi, lo uint64, n, count int, tHi, tLo uint64, taken *[MaxHand]int32, m int) []int {
-	base := len(dst)
+	if out, ok := tryDraw(dst, hi, lo, n-m, count, tHi, tLo, taken, m); ok {
+		return out
+	}
+	return d.redraw(dst, hi, lo, n, count, tHi, tLo, taken, m)
+}
+
+// redraw is draw after the seed hi:lo was rejected (probability below
+// 2^-32): it rehashes the seed with a counter until a seed is accepted.
+func (d *Dealer) redraw(dst []int, hi, lo uint64, n, count int, tHi, tLo uint64, taken *[MaxHand]int32, m int) []int {
 	for attempt := uint64(1); ; attempt++ {
-		fhi, flo := hi, lo
-		var digit uint64
-		for i := range count {
-			digit, fhi, flo = mulFrac(fhi, flo, uint64(n-m-i))
-			dst = append(dst, int(insertNth(taken, m+i, int32(digit))))
-		}
-		if fhi > tHi || (fhi == tHi && flo >= tLo) {
-			return dst
-		}
-		// Rejected (probability below 2^-32): undo the insertions and rehash.
-		for _, w := range dst[base:] {
-			removeSorted(taken, m+count, int32(w))
-			count--
-		}
-		count = len(dst) - base
-		dst = dst[:base]
 		var buf [24]byte
 		binary.LittleEndian.PutUint64(buf[0:], hi)
 		binary.LittleEndian.PutUint64(buf[8:], lo)
 		binary.LittleEndian.PutUint64(buf[16:], attempt)
 		hi, lo = siphash.Hash128(d.k0^tweakRetry, d.k1, buf[:])
+		if out, ok := tryDraw(dst, hi, lo, n-m, count, tHi, tLo, taken, m); ok {
+			return out
+		}
 	}
 }
 
-// expand writes the count digits of the fraction hi:lo in the radices r,
-// r-1, ... into digits and reports whether Lemire's test accepts the seed:
-// the fraction left over must be at least tHi:tLo.
-func expand(digits *[MaxHand]uint64, hi, lo uint64, r, count int, tHi, tLo uint64) bool {
+// tryDraw appends the workers picked by the count digits of the fraction
+// hi:lo in the radices r, r-1, ... (digit i is the index of the worker among
+// those not in taken[:m+i], which it joins) and reports whether Lemire's
+// test accepts the seed: the fraction left over must be at least tHi:tLo.
+// On rejection it takes the workers out of taken again and returns dst
+// unchanged.
+func tryDraw(dst []int, hi, lo uint64, r, count int, tHi, tLo uint64, taken *[MaxHand]int32, m int) ([]int, bool) {
+	base := len(dst)
+	var digit uint64
 	for i := range count {
-		digits[i], hi, lo = mulFrac(hi, lo, uint64(r-i))
+		digit, hi, lo = mulFrac(hi, lo, uint64(r-i))
+		dst = append(dst, int(insertNth(taken, m+i, int32(digit))))
 	}
-	return hi > tHi || (hi == tHi && lo >= tLo)
+	if hi > tHi || (hi == tHi && lo >= tLo) {
+		return dst, true
+	}
+	for i := len(dst) - 1; i >= base; i-- {
+		removeSorted(taken, m+i-base+1, int32(dst[i]))
+	}
+	return dst[:base], false
+}
+
+// removeSorted removes v from the sorted taken[:m].
+func removeSorted(taken *[MaxHand]int32, m int, v int32) {
+	i := 0
+	for i < m && taken[i] != v {
+		i++
+	}
+	for ; i+1 < m; i++ {
+		taken[i] = taken[i+1]
+	}
 }
 
 // mulFrac multiplies the 128-bit fraction hi:lo by r and returns the integer
@@ -185,17 +203,6 @@ func insertNth(taken *[MaxHand]int32, m int, v int32) int32 {
 	}
 	taken[pos] = v
 	return v
-}
-
-// removeSorted removes v from the sorted taken[:m].
-func removeSorted(taken *[MaxHand]int32, m int, v int32) {
-	i := 0
-	for i < m && taken[i] != v {
-		i++
-	}
-	for ; i+1 < m; i++ {
-		taken[i] = taken[i+1]
-	}
 }
 
 // sortInt32 sorts a short slice in place (insertion sort: hands are small).

@@ -47,15 +47,14 @@ func TestDealerExactUniformityByEnumeration(t *testing.T) {
 			thr := (seeds % p) << (64 - tc.w)
 			ordered := map[string]uint64{}
 			sets := map[string]uint64{}
-			var digits [MaxHand]uint64
 			for x := range seeds {
-				if !expand(&digits, x<<(64-tc.w), 0, tc.n, tc.k, thr, 0) {
-					continue
-				}
 				var taken [MaxHand]int32
-				hand := make([]int, 0, tc.k)
-				for i := range tc.k {
-					hand = append(hand, int(insertNth(&taken, i, int32(digits[i]))))
+				hand, ok := tryDraw(make([]int, 0, tc.k), x<<(64-tc.w), 0, tc.n, tc.k, thr, 0, &taken, 0)
+				if !ok {
+					if len(hand) != 0 {
+						t.Fatalf("seed %d rejected but returned hand %v", x, hand)
+					}
+					continue
 				}
 				ordered[fmt.Sprint(hand)]++
 				slices.Sort(hand)
@@ -86,8 +85,8 @@ func TestDealerExactUniformityByEnumeration(t *testing.T) {
 // checks the deal still returns a valid hand.
 func TestDealerRejectionRehashes(t *testing.T) {
 	d := mustDealer(t, 7, 3, 0)
-	var digits [MaxHand]uint64
-	if expand(&digits, 0, 0, 7, 3, d.handHi, d.handLo) {
+	var taken0 [MaxHand]int32
+	if _, ok := tryDraw(nil, 0, 0, 7, 3, d.handHi, d.handLo, &taken0, 0); ok {
 		t.Fatal("seed 0 must be rejected (2^128 mod 210 > 0)")
 	}
 	var taken [MaxHand]int32
