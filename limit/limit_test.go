@@ -2,6 +2,7 @@ package limit
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -215,9 +216,9 @@ func TestSampleFromSeconds(t *testing.T) {
 	}{
 		{name: "10 ms", secs: 0.01, ok: true},
 		{name: "zero", secs: 0, ok: true},
-		{name: "NaN", secs: nan()},
-		{name: "+Inf", secs: inf(1)},
-		{name: "-Inf", secs: inf(-1)},
+		{name: "NaN", secs: math.NaN()},
+		{name: "+Inf", secs: math.Inf(1)},
+		{name: "-Inf", secs: math.Inf(-1)},
 		{name: "negative", secs: -1},
 		{name: "two hours", secs: 7200},
 	} {

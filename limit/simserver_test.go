@@ -58,6 +58,3 @@ func (s *psServer) step(now time.Time, dt time.Duration, fin func(j simJob, rtt 
 }
 
 var simEpoch = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-
-func nan() float64      { var z float64; return z / z }
-func inf(s int) float64 { var z float64; return float64(s) / z }
