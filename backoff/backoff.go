@@ -46,14 +46,10 @@ func NewBackoff(c Config, rnd Rand) (*Backoff, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := New(c)
-	if err != nil {
-		return nil, err
-	}
 	if rnd == nil {
 		rnd = globalRand{}
 	}
-	return &Backoff{policy: p, rnd: rnd, minConnect: c.MinConnectTimeout}, nil
+	return &Backoff{policy: newPolicy(c), rnd: rnd, minConnect: c.MinConnectTimeout}, nil
 }
 
 // init makes the zero value usable.

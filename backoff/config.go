@@ -3,6 +3,7 @@ package backoff
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -89,13 +90,7 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.Policy == "" {
 		c.Policy = PolicyFull
 	}
-	known := false
-	for _, n := range Names() {
-		if c.Policy == n {
-			known = true
-		}
-	}
-	if !known {
+	if !slices.Contains(Names(), c.Policy) {
 		return c, fmt.Errorf("backoff: unknown policy %q (want one of %s)", c.Policy, strings.Join(Names(), ", "))
 	}
 	for _, f := range []struct {
@@ -162,23 +157,28 @@ func New(c Config) (Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newPolicy(c), nil
+}
+
+// newPolicy builds the Policy of a Config that WithDefaults returned.
+func newPolicy(c Config) Policy {
 	switch c.Policy {
 	case PolicyNone:
-		return &None{s: newShape(c.Base, c.Cap, 1, c.MaxHint, 0)}, nil
+		return &None{s: newShape(c.Base, c.Cap, 1, c.MaxHint, 0)}
 	case PolicyExponential:
-		return &Exponential{s: newShape(c.Base, c.Cap, c.Multiplier, c.MaxHint, 0)}, nil
+		return &Exponential{s: newShape(c.Base, c.Cap, c.Multiplier, c.MaxHint, 0)}
 	case PolicyFull:
-		return &FullJitter{s: newShape(c.Base, c.Cap, c.Multiplier, c.MaxHint, 1)}, nil
+		return &FullJitter{s: newShape(c.Base, c.Cap, c.Multiplier, c.MaxHint, 1)}
 	case PolicyEqual:
-		return &EqualJitter{s: newShape(c.Base, c.Cap, c.Multiplier, c.MaxHint, 0.5)}, nil
+		return &EqualJitter{s: newShape(c.Base, c.Cap, c.Multiplier, c.MaxHint, 0.5)}
 	case PolicyDecorrelated:
-		return &DecorrelatedJitter{s: newShape(c.Base, c.Cap, c.Multiplier, c.MaxHint, c.Multiplier-1)}, nil
+		return &DecorrelatedJitter{s: newShape(c.Base, c.Cap, c.Multiplier, c.MaxHint, c.Multiplier-1)}
 	default: // PolicyGRPC; WithDefaults rejected every other name.
 		return &GRPC{
 			s:          newShape(c.Base, c.Cap, c.Multiplier, c.MaxHint, 2*c.Jitter),
 			jitter:     c.Jitter,
 			minConnect: c.MinConnectTimeout,
-		}, nil
+		}
 	}
 }
 
