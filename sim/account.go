@@ -135,7 +135,7 @@ func (s *Sim) finishStep(t int, st *Step) {
 	sum.RequestErrors += reqErrs
 	sum.PeakConnected = max(sum.PeakConnected, st.Connected)
 	// P0 downtime: P0 devices online without a connection, this step.
-	p0Online := s.p0Total() - s.offPrio[0]
+	p0Online := s.p0 - s.offPrio[0]
 	sum.P0DowntimeDeviceSec += float64(p0Online-st.ConnectedByPriority[0]) * s.dts
 	online := s.total - st.Offline
 	if sum.TimeToSettle < 0 && t >= s.lastEvent() && online > 0 && float64(st.Connected) >= 0.99*float64(online) {
@@ -146,9 +146,6 @@ func (s *Sim) finishStep(t int, st *Step) {
 	}
 	s.out = append(s.out, *st)
 }
-
-// p0Total is the number of P0 devices (the first priority class).
-func (s *Sim) p0Total() int64 { return s.p0 }
 
 // eventFiveXX is the 5xx rate over the steps from the first scheduled
 // event to the step the fleet settled (the end of the run if it did not).
@@ -245,7 +242,7 @@ func (s *Sim) Result() *Result {
 		sum.FiveXXAverage = float64(errs+sum.RequestErrors) / float64(den)
 	}
 	sum.FiveXXEvent = s.eventFiveXX(sum.TimeToSettle)
-	if p0 := s.p0Total() - s.offPrio[0]; p0 > 0 {
+	if p0 := s.p0 - s.offPrio[0]; p0 > 0 {
 		sum.P0Downtime = sum.P0DowntimeDeviceSec / float64(p0)
 	}
 	if s.tenants != nil {
