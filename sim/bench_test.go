@@ -7,7 +7,7 @@ import (
 )
 
 // benchVariant runs variant i of a shipped scenario once per iteration and
-// reports device-steps per second.
+// reports the steps of one run (steps/op).
 func benchVariant(b *testing.B, file string, i int) {
 	sc, err := scenario.Load("../scenarios/" + file)
 	if err != nil {
