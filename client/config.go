@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -69,24 +70,12 @@ func (p Priority) Rank() int {
 }
 
 func (c Config) withDefaults() Config {
-	if c.ReconnectMin == 0 {
-		c.ReconnectMin = 50 * time.Millisecond
-	}
-	if c.ReconnectMax == 0 {
-		c.ReconnectMax = 5 * time.Second
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 5 * time.Second
-	}
-	if c.EventBuffer == 0 {
-		c.EventBuffer = 1024
-	}
-	if c.Name == "" {
-		c.Name = "corral-go-client"
-	}
-	if c.Transport == "" {
-		c.Transport = "ws"
-	}
+	c.ReconnectMin = cmp.Or(c.ReconnectMin, 50*time.Millisecond)
+	c.ReconnectMax = cmp.Or(c.ReconnectMax, 5*time.Second)
+	c.DialTimeout = cmp.Or(c.DialTimeout, 5*time.Second)
+	c.EventBuffer = cmp.Or(c.EventBuffer, 1024)
+	c.Name = cmp.Or(c.Name, "corral-go-client")
+	c.Transport = cmp.Or(c.Transport, "ws")
 	return c
 }
 

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"strings"
@@ -126,42 +127,21 @@ func Defaults() Config {
 }
 
 func (c SessionConfig) withDefaults() SessionConfig {
-	def := func(p *time.Duration, d time.Duration) {
-		if *p == 0 {
-			*p = d
-		}
-	}
-	def(&c.HandshakeTimeout, 10*time.Second)
-	def(&c.PingInterval, 25*time.Second)
-	def(&c.WriteTimeout, 10*time.Second)
-	if c.MaxSubscriptions == 0 {
-		c.MaxSubscriptions = 128
-	}
-	if c.OutboundBytes == 0 {
-		c.OutboundBytes = 256 << 10
-	}
-	if c.PublishRate == 0 {
-		c.PublishRate = 50
-	}
-	if c.PublishBurst == 0 {
-		c.PublishBurst = 100
-	}
-	if c.FrameRate == 0 {
-		c.FrameRate = 200
-	}
-	if c.FrameBurst == 0 {
-		c.FrameBurst = 400
-	}
+	c.HandshakeTimeout = cmp.Or(c.HandshakeTimeout, 10*time.Second)
+	c.PingInterval = cmp.Or(c.PingInterval, 25*time.Second)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, 10*time.Second)
+	c.MaxSubscriptions = cmp.Or(c.MaxSubscriptions, 128)
+	c.OutboundBytes = cmp.Or(c.OutboundBytes, 256<<10)
+	c.PublishRate = cmp.Or(c.PublishRate, 50)
+	c.PublishBurst = cmp.Or(c.PublishBurst, 100)
+	c.FrameRate = cmp.Or(c.FrameRate, 200)
+	c.FrameBurst = cmp.Or(c.FrameBurst, 400)
 	return c
 }
 
 func (c IngestConfig) withDefaults() IngestConfig {
-	if c.Stream == "" {
-		c.Stream = "CORRAL_INGEST"
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = 24 * time.Hour
-	}
+	c.Stream = cmp.Or(c.Stream, "CORRAL_INGEST")
+	c.MaxAge = cmp.Or(c.MaxAge, 24*time.Hour)
 	return c
 }
 
@@ -169,15 +149,9 @@ func (c IngestConfig) withDefaults() IngestConfig {
 const DefaultDrainDeadline = 30 * time.Second
 
 func (c DrainConfig) withDefaults() DrainConfig {
-	if c.Rate == 0 {
-		c.Rate = 1000
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = time.Second
-	}
-	if c.Deadline == 0 {
-		c.Deadline = DefaultDrainDeadline
-	}
+	c.Rate = cmp.Or(c.Rate, 1000)
+	c.RetryAfter = cmp.Or(c.RetryAfter, time.Second)
+	c.Deadline = cmp.Or(c.Deadline, DefaultDrainDeadline)
 	return c
 }
 

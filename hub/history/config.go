@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/corralhq/corral/internal/config"
@@ -43,27 +44,15 @@ const (
 
 // Defaults returns cfg with zero fields set to their defaults.
 func (c Config) Defaults() Config {
-	if c.Store == "" {
-		c.Store = StoreJetStream
-	}
-	if c.Window == 0 {
-		c.Window = 30 * time.Second
-	}
-	if c.MetaTTL == 0 {
-		c.MetaTTL = 24 * time.Hour
-	}
+	c.Store = cmp.Or(c.Store, StoreJetStream)
+	c.Window = cmp.Or(c.Window, 30*time.Second)
+	c.MetaTTL = cmp.Or(c.MetaTTL, 24*time.Hour)
 	if c.MetaTTL < c.Window {
 		c.MetaTTL = c.Window
 	}
-	if c.MaxMessages == 0 {
-		c.MaxMessages = 1000
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = 1 << 20
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
+	c.MaxMessages = cmp.Or(c.MaxMessages, 1000)
+	c.MaxBytes = cmp.Or(c.MaxBytes, 1<<20)
+	c.Replicas = cmp.Or(c.Replicas, 1)
 	return c
 }
 
