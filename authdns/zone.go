@@ -93,9 +93,14 @@ func (n *node) set(t uint16) *rrset {
 // naming the key.
 func compile(cfg *Config) (*zoneSet, error) {
 	zs := &zoneSet{zones: make(map[string]*zone)}
+	// The names records may refer to, looked up once per value.
+	checks := make(map[string]bool, len(cfg.Health.Checks))
+	for _, cc := range cfg.Health.Checks {
+		checks[cc.Name] = true
+	}
 	var errs []error
 	for zi, zc := range cfg.Zones {
-		z, zerrs := compileZone(cfg, zc)
+		z, zerrs := compileZone(checks, zc)
 		for _, e := range zerrs {
 			errs = append(errs, config.Field(fmt.Sprintf("zones[%d]", zi), e))
 		}
@@ -121,7 +126,7 @@ func fieldErr(path, format string, args ...any) error {
 	return config.Errorf(path, "authdns: "+format, args...)
 }
 
-func compileZone(cfg *Config, zc ZoneConfig) (*zone, []error) {
+func compileZone(checks map[string]bool, zc ZoneConfig) (*zone, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	originName, err := absName(zc.Origin, "")
@@ -208,7 +213,7 @@ func compileZone(cfg *Config, zc ZoneConfig) (*zone, []error) {
 
 	for ri, rc := range zc.Records {
 		p := fmt.Sprintf("records[%d]", ri)
-		set, owner, rerrs := compileSet(cfg, rc, originName, ttl)
+		set, owner, rerrs := compileSet(checks, rc, originName, ttl)
 		for _, e := range rerrs {
 			errs = append(errs, config.Field(p, e))
 		}
@@ -251,7 +256,7 @@ func mustSet(s *rrset) *rrset {
 }
 
 // compileSet compiles one record set and returns it with its owner.
-func compileSet(cfg *Config, rc RecordConfig, origin string, zoneTTL uint32) (*rrset, []byte, []error) {
+func compileSet(checks map[string]bool, rc RecordConfig, origin string, zoneTTL uint32) (*rrset, []byte, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	name := rc.Name
@@ -315,7 +320,7 @@ func compileSet(cfg *Config, rc RecordConfig, origin string, zoneTTL uint32) (*r
 			// chain; its offset in the answer is the next owner's pointer.
 			set.targets = append(set.targets, lowerWire(append([]byte(nil), rdataOf(b)...)))
 		}
-		if v.Check != "" && !cfg.Health.Has(v.Check) {
+		if v.Check != "" && !checks[v.Check] {
 			bad(p+".check", "unknown health check %q (define it under health.checks)", v.Check)
 		}
 		if v.Weight > 0 && pol != answer.Weighted && pol != answer.WeightedSubset {
