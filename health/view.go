@@ -7,8 +7,8 @@ package health
 // Healthy reports false for a name the view does not know. A record that
 // has no check is healthy by the caller's rule, not the view's: a caller
 // (authdns, say) simply does not ask about records without a check, and
-// validates its references with Config.Has so that an unknown name never
-// reaches the view.
+// checks its references against the configured check names (Config.Has
+// does it for one name) so that an unknown name never reaches the view.
 type View interface {
 	Healthy(name string) bool
 }
