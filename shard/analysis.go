@@ -86,7 +86,6 @@ func Analyze(cfg AnalyzeConfig) (Analysis, error) {
 		return Analysis{}, err
 	}
 	eo, _ := ExpectedOverlap(n, k)
-	blast, _ := BlastRadius(n, k, 1)
 	a := Analysis{
 		Workers:         n,
 		HandSize:        k,
@@ -95,8 +94,8 @@ func Analyze(cfg AnalyzeConfig) (Analysis, error) {
 		DealerBits:      OrderedEntropyBits(n, k),
 		ExpectedOverlap: ratFloat(eo),
 		Overlap:         overlapRows(p),
-		DegradedShare:   ratFloat(blast.Degraded),
-		DownShare:       ratFloat(blast.Down),
+		DegradedShare:   degradedShare(p),
+		DownShare:       ratFloat(p[k]),
 	}
 	a.DealerOK = a.DealerBits <= MaxEntropyBits
 	if cfg.MaxOverlap >= 0 {
@@ -142,7 +141,7 @@ func analyzeLattice(n, k, z int) (*LatticeAnalysis, error) {
 		EntropyBits:            log2Big(hands),
 		ExpectedOverlap:        ratFloat(eo),
 		Overlap:                overlapRows(dist),
-		DegradedShare:          ratFloat(new(big.Rat).Sub(big.NewRat(1, 1), dist[0])),
+		DegradedShare:          degradedShare(dist),
 		DownShare:              ratFloat(dist[len(dist)-1]),
 	}, nil
 }
@@ -153,6 +152,12 @@ func overlapRows(p []*big.Rat) []OverlapRow {
 		rows[o] = OverlapRow{Members: o, Probability: ratFloat(r), Exact: r.String()}
 	}
 	return rows
+}
+
+// degradedShare returns 1 - P(overlap = 0) of an overlap distribution: the
+// share of other tenants that lose at least one worker when one hand fails.
+func degradedShare(dist []*big.Rat) float64 {
+	return ratFloat(new(big.Rat).Sub(big.NewRat(1, 1), dist[0]))
 }
 
 func ratFloat(r *big.Rat) float64 {
