@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -60,10 +61,7 @@ func runHub(ctx context.Context, log *slog.Logger, cfg *hub.Config, _ string) er
 		return err
 	}
 	adm := admin.New(cfg.Admin, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
-	grace := cfg.Drain.Deadline
-	if grace == 0 {
-		grace = hub.DefaultDrainDeadline
-	}
+	grace := cmp.Or(cfg.Drain.Deadline, hub.DefaultDrainDeadline)
 	return lifecycle.Run(ctx, log, grace+5*time.Second,
 		lifecycle.Named{Name: "hub", Part: srv},
 		lifecycle.Named{Name: "admin", Part: adm},
