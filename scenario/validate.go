@@ -1,9 +1,11 @@
 package scenario
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,51 +33,43 @@ var (
 // WithDefaults fills every zero field that has a default (see the field
 // documentation). It is idempotent.
 func (s *Scenario) WithDefaults() {
-	s.Seed = or(s.Seed, 1)
-	s.Step = or(s.Step, time.Second)
-	s.Scale = or(s.Scale, 1)
+	s.Seed = cmp.Or(s.Seed, 1)
+	s.Step = cmp.Or(s.Step, time.Second)
+	s.Scale = cmp.Or(s.Scale, 1)
 	p := &s.Population
-	p.Protocol = or(p.Protocol, "grpc")
+	p.Protocol = cmp.Or(p.Protocol, "grpc")
 	if len(p.Priorities) == 0 {
 		p.Priorities = []Priority{{Name: "P0", Share: 1}}
 	}
-	p.Tenants = or(p.Tenants, 1)
+	p.Tenants = cmp.Or(p.Tenants, 1)
 	g := &s.Geography
-	g.PoPs = or(g.PoPs, 1)
-	g.Distribution = or(g.Distribution, "zipf")
-	g.ZipfExponent = or(g.ZipfExponent, 1)
-	g.HostsPerPoP = or(g.HostsPerPoP, 1)
-	g.HostsPerResolver = or(g.HostsPerResolver, g.HostsPerPoP)
+	g.PoPs = cmp.Or(g.PoPs, 1)
+	g.Distribution = cmp.Or(g.Distribution, "zipf")
+	g.ZipfExponent = cmp.Or(g.ZipfExponent, 1)
+	g.HostsPerPoP = cmp.Or(g.HostsPerPoP, 1)
+	g.HostsPerResolver = cmp.Or(g.HostsPerResolver, g.HostsPerPoP)
 	d := &s.DNS
-	d.TTL = or(d.TTL, 60*time.Second)
-	d.MaxAnswers = or(d.MaxAnswers, 8)
-	d.HealthCheck.Interval = or(d.HealthCheck.Interval, 10*time.Second)
-	d.HealthCheck.Threshold = or(d.HealthCheck.Threshold, 3)
-	s.Edge.Pick = or(s.Edge.Pick, "first")
+	d.TTL = cmp.Or(d.TTL, 60*time.Second)
+	d.MaxAnswers = cmp.Or(d.MaxAnswers, 8)
+	d.HealthCheck.Interval = cmp.Or(d.HealthCheck.Interval, 10*time.Second)
+	d.HealthCheck.Threshold = cmp.Or(d.HealthCheck.Threshold, 3)
+	s.Edge.Pick = cmp.Or(s.Edge.Pick, "first")
 	for i := range s.Origins {
 		o := &s.Origins[i]
-		o.Count = or(o.Count, 1)
-		o.Weight = or(o.Weight, 1)
-		o.HandshakeLatency = or(o.HandshakeLatency, 50*time.Millisecond)
+		o.Count = cmp.Or(o.Count, 1)
+		o.Weight = cmp.Or(o.Weight, 1)
+		o.HandshakeLatency = cmp.Or(o.HandshakeLatency, 50*time.Millisecond)
 		if o.Name == "" {
 			o.Name = fmt.Sprintf("origin%d", i+1)
 		}
 	}
-	s.Overload.Mode = or(s.Overload.Mode, "errors")
-	s.Overload.Algorithm = or(s.Overload.Algorithm, "gradient")
-	s.Overload.RetryAfter = or(s.Overload.RetryAfter, 5*time.Second)
-	s.Overload.Target = or(s.Overload.Target, 250*time.Millisecond)
-	s.Client.ConnectTimeout = or(s.Client.ConnectTimeout, 10*time.Second)
-	s.Client.CatchupRequests = or(s.Client.CatchupRequests, 1)
-	s.Sim.Quantiles = or(s.Sim.Quantiles, 64)
-}
-
-func or[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
+	s.Overload.Mode = cmp.Or(s.Overload.Mode, "errors")
+	s.Overload.Algorithm = cmp.Or(s.Overload.Algorithm, "gradient")
+	s.Overload.RetryAfter = cmp.Or(s.Overload.RetryAfter, 5*time.Second)
+	s.Overload.Target = cmp.Or(s.Overload.Target, 250*time.Millisecond)
+	s.Client.ConnectTimeout = cmp.Or(s.Client.ConnectTimeout, 10*time.Second)
+	s.Client.CatchupRequests = cmp.Or(s.Client.CatchupRequests, 1)
+	s.Sim.Quantiles = cmp.Or(s.Sim.Quantiles, 64)
 }
 
 // Validate reports every bad value of s, with the key path of each (so
@@ -243,7 +237,7 @@ func (g Geography) validate(bad func(string, string, ...any)) {
 }
 
 func (d DNS) validate(bad func(string, string, ...any), groups int) {
-	if !contains(dnsPolicies, d.Policy) {
+	if !slices.Contains(dnsPolicies, d.Policy) {
 		bad("dns.policy", "unknown %q (want one of %s)", d.Policy, strings.Join(dnsPolicies, ", "))
 	}
 	if d.TTL < 0 {
@@ -296,18 +290,9 @@ func (o Origin) validate(bad func(string, string, ...any), path string) {
 }
 
 func oneOf(errs *[]error, path, v string, allowed []string) {
-	if !contains(allowed, v) {
+	if !slices.Contains(allowed, v) {
 		*errs = append(*errs, config.Errorf(path, "unknown %q (want one of %s)", v, strings.Join(allowed, ", ")))
 	}
-}
-
-func contains(xs []string, v string) bool {
-	for _, x := range xs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // outcomeWords are key fragments that would set an outcome rather than an
