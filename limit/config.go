@@ -318,6 +318,12 @@ type Reserve struct {
 	P1 float64 `yaml:"p1"`
 }
 
+func (r Reserve) withDefaults() Reserve {
+	def(&r.P0, 0.05)
+	def(&r.P1, 0.05)
+	return r
+}
+
 // Validate reports the first bad setting after defaults are applied.
 func (c LimiterConfig) Validate() error {
 	if c.FlushInterval < 0 {
@@ -326,9 +332,7 @@ func (c LimiterConfig) Validate() error {
 	if c.SamplesPerFlush < 0 {
 		return fmt.Errorf("limit: limiter: samples_per_flush %d negative", c.SamplesPerFlush)
 	}
-	r := c.Reserve
-	def(&r.P0, 0.05)
-	def(&r.P1, 0.05)
+	r := c.Reserve.withDefaults()
 	if math.IsNaN(r.P0) || math.IsNaN(r.P1) || r.P0 < 0 || r.P1 < 0 || r.P0+r.P1 >= 1 {
 		return fmt.Errorf("limit: limiter: reserves p0 %v and p1 %v must be >= 0 and sum below 1", r.P0, r.P1)
 	}
@@ -338,8 +342,7 @@ func (c LimiterConfig) Validate() error {
 func (c LimiterConfig) withDefaults() (LimiterConfig, error) {
 	def(&c.FlushInterval, 20*time.Millisecond)
 	def(&c.SamplesPerFlush, 64)
-	def(&c.Reserve.P0, 0.05)
-	def(&c.Reserve.P1, 0.05)
+	c.Reserve = c.Reserve.withDefaults()
 	if c.Limit == nil {
 		g, err := NewGradient(GradientConfig{})
 		if err != nil {
