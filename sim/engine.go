@@ -152,7 +152,8 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 }
 
 // maxHint is the largest retry-after adaptive admission may send, given
-// the scenario's base hint.
+// the scenario's base hint: newAdaptive caps the shedder's estimate at
+// half of it and the shedder's jitter (Spread 1) doubles that at most.
 func maxHint(base time.Duration) time.Duration { return 12 * base }
 
 func (s *Sim) buildOrigins() error {
