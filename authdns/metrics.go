@@ -11,7 +11,7 @@ import (
 )
 
 // qtypes are the query types counted by name; others count as "other".
-var qtypes = []struct {
+var qtypes = [...]struct {
 	t    uint16
 	name string
 }{
@@ -37,7 +37,7 @@ var rcodeNames = map[int]string{
 }
 
 // sizeBounds are the upper bounds of the answer size histogram, in bytes.
-var sizeBounds = []float64{64, 128, 256, 512, 1024, 1232, 2048, 4096, 16384, 65535}
+var sizeBounds = [...]float64{64, 128, 256, 512, 1024, 1232, 2048, 4096, 16384, 65535}
 
 const nRcodes = 17
 
@@ -48,7 +48,7 @@ type stats struct {
 	qtype      [nQtypes + 1]atomic.Uint64
 	rcode      [nRcodes]atomic.Uint64
 	policy     [nPolicies]atomic.Uint64
-	size       [11]atomic.Uint64 // by sizeBounds, last is +Inf
+	size       [len(sizeBounds) + 1]atomic.Uint64 // by sizeBounds, last is +Inf
 	sizeSum    atomic.Uint64
 	truncated  atomic.Uint64
 	dropped    atomic.Uint64
@@ -58,10 +58,12 @@ type stats struct {
 	batches    atomic.Uint64 // UDP reads that returned datagrams
 }
 
-// nQtypes is len(qtypes); nPolicies the number of answer policies.
+// nQtypes is the number of query types counted by name; nPolicies the
+// number of answer policies (CIDR is the last; a test checks it against
+// answer.Policies).
 const (
-	nQtypes   = 12
-	nPolicies = 7
+	nQtypes   = len(qtypes)
+	nPolicies = int(answer.CIDR) + 1
 )
 
 // count records one answered query.
@@ -138,7 +140,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		qtype                                                      [nQtypes + 1]uint64
 		rcode                                                      [nRcodes]uint64
 		policy                                                     [nPolicies]uint64
-		size                                                       [11]uint64
+		size                                                       [len(sizeBounds) + 1]uint64
 		sizeSum, truncated, dropped, rrlD, rrlS, failOpen, batches uint64
 	}
 	for _, s := range all {
