@@ -480,7 +480,7 @@ func (j *jitter) float64() float64 {
 		x = j.src.Uint64()
 		j.mu.Unlock()
 	} else {
-		x = mix64(j.ctr.Add(0x9e3779b97f4a7c15))
+		x = mix64(j.ctr.Add(golden))
 	}
-	return float64(x>>11) / (1 << 53)
+	return unit(x)
 }

@@ -303,8 +303,11 @@ const minProbeRatio = 0.25
 // splitmix is a small deterministic random source (SplitMix64).
 type splitmix struct{ state uint64 }
 
+// golden is SplitMix64's increment (2^64 / the golden ratio).
+const golden = 0x9e3779b97f4a7c15
+
 func (s *splitmix) next() uint64 {
-	s.state += 0x9e3779b97f4a7c15
+	s.state += golden
 	return mix64(s.state)
 }
 
@@ -315,6 +318,7 @@ func mix64(z uint64) uint64 {
 }
 
 // float64 returns a value in [0, 1).
-func (s *splitmix) float64() float64 {
-	return float64(s.next()>>11) / (1 << 53)
-}
+func (s *splitmix) float64() float64 { return unit(s.next()) }
+
+// unit maps 64 random bits to [0, 1) using the top 53.
+func unit(x uint64) float64 { return float64(x>>11) / (1 << 53) }
