@@ -143,13 +143,18 @@ func WriteDir(dir string, rs []*sim.Result) ([]string, error) {
 	addFigs := func(title, prefix string, figs []Figure) error {
 		sec := htmlSection{Title: title}
 		for _, f := range figs {
-			for _, format := range []string{"png", "svg"} {
-				if err := write(prefix+f.Name+"."+format, func(w io.Writer) error { return f.Write(w, format) }); err != nil {
-					return err
-				}
+			if err := write(prefix+f.Name+".png", func(w io.Writer) error { return f.Write(w, "png") }); err != nil {
+				return err
 			}
+			// The SVG is rendered once, for its file and for the page.
 			svg, err := f.SVG()
 			if err != nil {
+				return err
+			}
+			if err := write(prefix+f.Name+".svg", func(w io.Writer) error {
+				_, err := w.Write(svg)
+				return err
+			}); err != nil {
 				return err
 			}
 			sec.Charts = append(sec.Charts, template.HTML(svg))
