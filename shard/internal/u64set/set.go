@@ -1,7 +1,8 @@
 // Package u64set is an open-addressing hash set of uint64 keys with linear
 // probing, for the shard assigner's index of worker subsets: a million
-// hands put four million keys in it, where a Go map costs about twice the
-// memory and time.
+// hands put four million keys in it. Filling four million keys, a Set
+// takes 64 MiB in one allocation and a map[uint64]struct{} 144 MiB; see
+// BenchmarkSetAdd4M and BenchmarkMapAdd4M, with figures in shard/README.md.
 //
 // The package imports nothing of corral.
 package u64set
