@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corralhq/corral/backoff"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -111,11 +112,17 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.InOrder {
 		c.next = 0
 	}
+	// Full jitter from ReconnectMin, doubling up to ReconnectMax.
+	retry, err := backoff.NewBackoff(backoff.Config{Base: cfg.ReconnectMin, Cap: max(cfg.ReconnectMax, cfg.ReconnectMin)}, nil)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("client: reconnect delays: %w", err)
+	}
 	var lastErr error
 	for range cfg.Addrs {
 		cn, err := c.connect(ctx)
 		if err == nil {
-			go c.run(cn)
+			go c.run(cn, retry)
 			return c, nil
 		}
 		lastErr = err
@@ -218,11 +225,12 @@ func (c *Client) connect(ctx context.Context) (conn, error) {
 	return cn, nil
 }
 
-// run reads the session's frames, and reconnects when it ends.
-func (c *Client) run(cn conn) {
+// run reads the session's frames, and reconnects when it ends, waiting
+// retry's next delay or the server's retry hint, whichever is longer,
+// before each attempt.
+func (c *Client) run(cn conn, retry *backoff.Backoff) {
 	defer close(c.done)
 	defer close(c.events)
-	delay := c.cfg.ReconnectMin
 	for {
 		cl := c.read(cn)
 		cn.close()
@@ -240,7 +248,7 @@ func (c *Client) run(cn conn) {
 		}
 		wait := cl.RetryAfter
 		for {
-			d := max(wait, time.Duration(rand.Int64N(int64(delay)+1)))
+			d := max(wait, retry.Next())
 			select {
 			case <-c.ctx.Done():
 				c.stop(ErrClosed)
@@ -250,7 +258,7 @@ func (c *Client) run(cn conn) {
 			var err error
 			cn, err = c.connect(c.ctx)
 			if err == nil {
-				delay = c.cfg.ReconnectMin
+				retry.Reset()
 				break
 			}
 			var cerr wire.Close
@@ -264,7 +272,6 @@ func (c *Client) run(cn conn) {
 			} else {
 				wait = 0
 			}
-			delay = min(2*delay, c.cfg.ReconnectMax)
 		}
 	}
 }
