@@ -283,9 +283,7 @@ func (a *Assigner) AssignAll(ids []string) error {
 		return fmt.Errorf("shard: %d new tenants plus %d stored exceed the capacity bound %s for hands of %d out of %d workers sharing at most %d",
 			fresh, len(a.ids), a.capacity, a.cfg.HandSize, a.cfg.Workers, a.cfg.MaxOverlap)
 	}
-	if cap(a.hands)-len(a.hands) < fresh*a.cfg.HandSize {
-		a.hands = slices.Grow(a.hands, fresh*a.cfg.HandSize)
-	}
+	a.hands = slices.Grow(a.hands, fresh*a.cfg.HandSize)
 	for _, id := range ids {
 		if _, err := a.assign(id); err != nil {
 			return err
