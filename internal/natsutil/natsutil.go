@@ -68,18 +68,10 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 		c.emb = emb
 		opts = append(opts, nats.InProcessServer(emb.Server))
 	}
-	nc, err := nats.Connect(cfg.URL, opts...)
-	if err != nil {
+	if err := c.open(cfg.URL, fmt.Sprintf("%q", cfg.URL), opts...); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("natsutil: connect %q: %w", cfg.URL, err)
+		return nil, err
 	}
-	c.NC = nc
-	js, err := jetstream.New(nc)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("natsutil: jetstream: %w", err)
-	}
-	c.JS = js
 	if err := ctx.Err(); err != nil {
 		c.Close()
 		return nil, err
@@ -245,14 +237,25 @@ func (l *natsLogger) Fatalf(format string, v ...any) {
 // member of a Cluster, say) and opens JetStream. The server is not owned:
 // Close leaves it running. persistent is what Persistent reports.
 func ConnectEmbedded(srv *server.Server, name string, persistent bool) (*Conn, error) {
-	nc, err := nats.Connect("", nats.Name(name), nats.InProcessServer(srv), nats.MaxReconnects(-1))
+	c := &Conn{persistent: persistent}
+	if err := c.open("", "in process", nats.Name(name), nats.InProcessServer(srv), nats.MaxReconnects(-1)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// open connects c.NC to url with opts and opens c.JS on it; where names
+// the server in the errors. On an error it leaves c.NC and c.JS nil.
+func (c *Conn) open(url, where string, opts ...nats.Option) error {
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("natsutil: connect in process: %w", err)
+		return fmt.Errorf("natsutil: connect %s: %w", where, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("natsutil: jetstream: %w", err)
+		return fmt.Errorf("natsutil: jetstream: %w", err)
 	}
-	return &Conn{NC: nc, JS: js, persistent: persistent}, nil
+	c.NC, c.JS = nc, js
+	return nil
 }
