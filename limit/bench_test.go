@@ -5,16 +5,10 @@ import (
 	"time"
 )
 
-func benchLimiter(b *testing.B, cfg LimiterConfig) *Limiter {
+// benchLimiter returns a Limiter over its own fresh mustGradient.
+func benchLimiter(b *testing.B, timeEvery bool) *Limiter {
 	b.Helper()
-	f, err := NewFixed(1 << 20)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if cfg.Limit == nil {
-		cfg.Limit = f
-	}
-	l, err := NewLimiter(cfg)
+	l, err := NewLimiter(LimiterConfig{Limit: mustGradient(b), TimeEvery: timeEvery})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -25,14 +19,14 @@ func benchLimiter(b *testing.B, cfg LimiterConfig) *Limiter {
 // clock, with the default sampling of latencies.
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		cfg  LimiterConfig
+		name      string
+		timeEvery bool
 	}{
-		{name: "gradient/sampled", cfg: LimiterConfig{Limit: mustGradient(b)}},
-		{name: "gradient/time-every", cfg: LimiterConfig{Limit: mustGradient(b), TimeEvery: true}},
+		{name: "gradient/sampled"},
+		{name: "gradient/time-every", timeEvery: true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			l := benchLimiter(b, tc.cfg)
+			l := benchLimiter(b, tc.timeEvery)
 			b.ReportAllocs()
 			for b.Loop() {
 				tok, ok := l.TryAcquire()
@@ -43,7 +37,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		})
 		b.Run(tc.name+"/parallel", func(b *testing.B) {
-			l := benchLimiter(b, tc.cfg)
+			l := benchLimiter(b, tc.timeEvery)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -61,7 +55,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 
 // BenchmarkAcquirePriority is one TryAcquirePriority(P1) + Success pair.
 func BenchmarkAcquirePriority(b *testing.B) {
-	l := benchLimiter(b, LimiterConfig{Limit: mustGradient(b)})
+	l := benchLimiter(b, false)
 	b.ReportAllocs()
 	for b.Loop() {
 		tok, ok := l.TryAcquirePriority(P1)
@@ -74,8 +68,14 @@ func BenchmarkAcquirePriority(b *testing.B) {
 
 // BenchmarkAcquireRejected is a refused TryAcquire (limit full).
 func BenchmarkAcquireRejected(b *testing.B) {
-	f, _ := NewFixed(1)
-	l := benchLimiter(b, LimiterConfig{Limit: f})
+	f, err := NewFixed(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := NewLimiter(LimiterConfig{Limit: f})
+	if err != nil {
+		b.Fatal(err)
+	}
 	tok, _ := l.TryAcquire()
 	defer tok.Ignore()
 	b.ReportAllocs()
