@@ -137,18 +137,24 @@ type upSet map[string]bool
 
 func (u upSet) Up(name string) bool { return u[name] }
 
-// TestPickFuncDoesNotAllocate checks that a closure over a caller's
-// adapter, built afresh on every call, costs no allocation: the reason
-// PickFunc exists (Pick with the same adapter as a Health allocates it).
-func TestPickFuncDoesNotAllocate(t *testing.T) {
-	d := mustDealer(t, 2048, 4, 4)
-	names := make([]string, 2048)
+// thirdDown returns n worker names and a view by name under which every
+// third worker (0, 3, 6, ...) is down.
+func thirdDown(n int) ([]string, interface{ Up(string) bool }) {
+	names := make([]string, n)
 	up := upSet{}
 	for i := range names {
 		names[i] = fmt.Sprintf("w%d", i)
 		up[names[i]] = i%3 != 0
 	}
-	var view interface{ Up(string) bool } = up
+	return names, up
+}
+
+// TestPickFuncDoesNotAllocate checks that a closure over a caller's
+// adapter, built afresh on every call, costs no allocation: the reason
+// PickFunc exists (Pick with the same adapter as a Health allocates it).
+func TestPickFuncDoesNotAllocate(t *testing.T) {
+	d := mustDealer(t, 2048, 4, 4)
+	names, view := thirdDown(2048)
 	dst := make([]int, 0, 8)
 	ids := []string{"a", "b", "c", "d"}
 	i := 0
@@ -179,13 +185,7 @@ func BenchmarkDealerPickFunc(b *testing.B) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("tenant-%09d", i)
 	}
-	names := make([]string, 2048)
-	up := upSet{}
-	for i := range names {
-		names[i] = fmt.Sprintf("w%d", i)
-		up[names[i]] = i%3 != 0
-	}
-	var view interface{ Up(string) bool } = up
+	names, view := thirdDown(2048)
 	dst := make([]int, 0, 8)
 	b.ReportAllocs()
 	i := 0
