@@ -575,8 +575,8 @@ func (h *Hub) isIngest(channel string) bool {
 // hub with subscribers, or, for an ingest channel, appends it to the ingest
 // stream. clientID, when set, makes a retried publish a duplicate within
 // the history window: on this hub (a map), and on every hub of the fleet
-// with the JetStream history (JetStream's message-id dedupe). api labels the metrics. Errors are
-// wire.Close values.
+// with the JetStream history (JetStream's message-id dedupe). api labels
+// the metrics. Errors are wire.Close values.
 func (h *Hub) Publish(ctx context.Context, tenant, channel string, rank int, data []byte, clientID, api string) (*corralv1.Published, error) {
 	if !auth.ValidTenant(tenant) {
 		return nil, wire.Close{Code: wire.CloseBadRequest, Text: "invalid tenant"}

@@ -76,8 +76,8 @@ func (h *Hub) httpPublish(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, httpStatusOf(c.Code), errorReply{Code: uint32(c.Code), Error: c.Text})
 	}
-	max := h.codecCheck.Config().MaxFrameBytes
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(2*max)+1024))
+	maxData := h.codecCheck.Config().MaxFrameBytes
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(2*maxData)+1024))
 	if err != nil {
 		fail(wire.Close{Code: wire.CloseBadRequest, Text: "reading the body: " + err.Error()})
 		return
@@ -97,7 +97,7 @@ func (h *Hub) httpPublish(w http.ResponseWriter, r *http.Request) {
 	if req.DataBase64 != nil {
 		data = req.DataBase64
 	}
-	if len(data) > max {
+	if len(data) > maxData {
 		fail(wire.Close{Code: wire.CloseTooBig, Text: "data larger than max_frame_bytes"})
 		return
 	}
