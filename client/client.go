@@ -288,17 +288,19 @@ func (c *Client) stop(err error) {
 
 // read handles frames until the connection ends, and returns why it ended.
 func (c *Client) read(cn conn) wire.Close {
-	var goAway *corralv1.GoAway
+	// said is the close the server announced (GoAway, or an Error frame
+	// not answering a request) before the connection ended.
+	var said *wire.Close
 	for {
 		f, err := cn.recv()
 		if err != nil {
 			cl := wire.CloseOf(err)
-			if goAway != nil {
+			if said != nil {
 				// The server said why before closing; the transport may
 				// have lost it (a gRPC stream cut before its status).
-				cl.Code = wire.CloseCode(goAway.GetCode())
+				cl.Code = said.Code
 				if cl.RetryAfter == 0 {
-					cl.RetryAfter = time.Duration(goAway.GetRetryAfterMs()) * time.Millisecond
+					cl.RetryAfter = said.RetryAfter
 				}
 			}
 			return cl
@@ -325,15 +327,17 @@ func (c *Client) read(cn conn) wire.Close {
 			c.noteSubscribed(fr.Subscribed)
 			c.emit(Event{Kind: EventResubscribed, Subscribed: fr.Subscribed})
 		case *corralv1.ServerFrame_GoAway:
-			goAway = fr.GoAway
+			if cl, ok := wire.CloseFromFrame(f); ok {
+				said = &cl
+			}
 		case *corralv1.ServerFrame_Ping:
 			_ = cn.send(&corralv1.ClientFrame{Id: f.GetId(), Frame: &corralv1.ClientFrame_Pong{Pong: &corralv1.Pong{Payload: fr.Ping.GetPayload()}}})
 		case *corralv1.ServerFrame_Error:
-			if f.GetId() == 0 {
-				e := fr.Error
-				// The close that follows carries the same code; remember
-				// the hint in case the transport drops the reason.
-				goAway = &corralv1.GoAway{Code: e.GetCode(), Reason: e.GetText(), RetryAfterMs: e.GetRetryAfterMs()}
+			// The close that follows an unrequested Error carries the
+			// same code; remember the hint in case the transport drops
+			// the reason.
+			if cl, ok := wire.CloseFromFrame(f); ok && f.GetId() == 0 {
+				said = &cl
 			}
 		}
 	}

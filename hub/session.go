@@ -352,9 +352,7 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 }
 
 func (s *session) errorReply(id uint64, c wire.Close) {
-	s.reply(&corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
-		Code: uint32(c.Code), Text: c.Text, RetryAfterMs: uint32((c.RetryAfter + time.Millisecond - 1) / time.Millisecond),
-	}}})
+	s.reply(c.ErrorFrame(id))
 }
 
 func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscribe) {
@@ -691,14 +689,9 @@ func (s *session) closeLocked(c wire.Close, notify bool) {
 		time.AfterFunc(min(time.Second, s.h.sess.WriteTimeout), s.abortIfOpen)
 	}
 	if notify {
-		var f *corralv1.ServerFrame
-		ms := uint32((c.RetryAfter + time.Millisecond - 1) / time.Millisecond)
+		f := c.ErrorFrame(0)
 		if c.Code == wire.CloseGoingAway {
-			f = &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_GoAway{GoAway: &corralv1.GoAway{
-				Code: uint32(c.Code), Reason: c.Text, RetryAfterMs: ms, Drain: s.h.draining.Load(),
-			}}}
-		} else {
-			f = &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: uint32(c.Code), Text: c.Text, RetryAfterMs: ms}}}
+			f = c.GoAwayFrame(s.h.draining.Load())
 		}
 		s.q.pushControl(f, true, 0, s.dropped)
 	}
