@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -66,6 +67,11 @@ type Config struct {
 	Health health.Config `yaml:"health"`
 	// Zones are the zones served.
 	Zones []ZoneConfig `yaml:"zones"`
+
+	// sum is the SHA-256 of the file LoadConfig read, so that Watch
+	// compares the file with what is served, not with what it first
+	// sees; nil for a Config built in code.
+	sum []byte
 }
 
 // RRLConfig is response rate limiting of UDP answers, per source prefix
@@ -202,10 +208,15 @@ func DefaultConfig() *Config {
 // CORRAL_DNS_ environment overrides, and validates it. Errors name the
 // file, the line and the key.
 func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	cfg := DefaultConfig()
-	if err := config.Load(path, cfg, config.Options{EnvPrefix: "CORRAL_DNS"}); err != nil {
+	if err := config.Decode(path, data, cfg, config.Options{EnvPrefix: "CORRAL_DNS"}); err != nil {
 		return nil, err
 	}
+	cfg.sum = contentSum(data)
 	return cfg, nil
 }
 

@@ -42,7 +42,13 @@ func (s *Server) Watch(ctx context.Context, o WatchOptions) {
 		defer t.Stop()
 		tick = t.C
 	}
-	last := fileSum(o.Path)
+	// The baseline is the content the running zones came from when
+	// LoadConfig read them: a change made before Watch started is still a
+	// change.
+	last := s.cfg.sum
+	if last == nil {
+		last = fileSum(o.Path)
+	}
 	reload := func(why string) {
 		cfg, err := o.Load(o.Path)
 		if err == nil {
@@ -80,6 +86,11 @@ func fileSum(path string) []byte {
 	if err != nil {
 		return nil
 	}
+	return contentSum(b)
+}
+
+// contentSum is the digest Watch compares file contents by.
+func contentSum(b []byte) []byte {
 	h := sha256.Sum256(b)
 	return h[:]
 }

@@ -99,3 +99,26 @@ func TestNewRejectsInvalidRecord(t *testing.T) {
 		t.Errorf("New said %v, Validate said %v: want the same error", err, verr)
 	}
 }
+
+// A change made after the config was loaded but before Watch started is a
+// change: the watcher compares the file with what is served.
+func TestWatchSeesChangeMadeBeforeItStarted(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, strings.Replace(reloadZone, "ADDR", "10.0.0.1", 1))
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, addr := startConfig(t, cfg, Options{})
+	writeFile(t, dir, strings.Replace(reloadZone, "ADDR", "10.0.0.2", 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Watch(ctx, WatchOptions{Path: path, Interval: 10 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-done }()
+	testkit.WaitFor(t, 10*time.Second, "the file written before Watch to serve", func() bool {
+		return slices.Equal(answerData(ask(t, addr, "udp", "app.corral.test", dns.TypeA, nil)), []string{"10.0.0.2"})
+	})
+}

@@ -32,6 +32,7 @@ health check status page at /health.`,
 		example:   "examples/dns.yaml",
 		envPrefix: "CORRAL_DNS",
 		defaults:  authdns.DefaultConfig,
+		load:      authdns.LoadConfig,
 		addrs:     func(c *authdns.Config) (*string, *string) { return &c.Listen, &c.Admin.Addr },
 		run:       runDNS,
 	})

@@ -23,6 +23,10 @@ type serverSpec[C any] struct {
 	envPrefix string
 	// defaults returns a config holding the defaults the file overrides.
 	defaults func() *C
+	// load, when set, reads a config file in place of config.Load over
+	// defaults (authdns.LoadConfig also remembers what the file held, for
+	// its reload watcher).
+	load func(path string) (*C, error)
 	// addrs returns pointers to the listen and admin addresses of cfg, which
 	// --listen and --admin override.
 	addrs func(cfg *C) (listen, admin *string)
@@ -37,9 +41,12 @@ func loadServerConfig[C any](s serverSpec[C], path, listen, admin string) (*C, e
 	cfg := s.defaults()
 	opts := config.Options{EnvPrefix: s.envPrefix}
 	var err error
-	if path != "" {
+	switch {
+	case path != "" && s.load != nil:
+		cfg, err = s.load(path)
+	case path != "":
 		err = config.Load(path, cfg, opts)
-	} else {
+	default:
 		err = config.Decode("built-in defaults", nil, cfg, opts)
 	}
 	if err != nil {
