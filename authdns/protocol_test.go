@@ -187,7 +187,8 @@ func TestClientSubnetPicksLocationAndScope(t *testing.T) {
 	}{
 		{"eu subnet", "10.9.8.0", 24, "10.4.0.1", 16},
 		{"us subnet", "172.20.0.0", 16, "10.4.0.2", 12},
-		{"elsewhere", "192.0.2.0", 24, "10.4.0.3", 16},
+		// 192.0.0.0/2 holds neither 10.9.0.0/16 nor 172.16.0.0/12.
+		{"elsewhere", "192.0.2.0", 24, "10.4.0.3", 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

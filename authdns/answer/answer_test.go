@@ -319,10 +319,14 @@ func TestCIDR(t *testing.T) {
 		{"client address", Query{Client: netip.MustParseAddr("10.1.9.9")}, nil, []int{0}, 0, false},
 		{"longest prefix wins", Query{Client: netip.MustParseAddr("10.1.2.3")}, nil, []int{1}, 0, false},
 		{"client subnet beats the address", Query{Client: netip.MustParseAddr("10.2.0.1"), Subnet: netip.MustParsePrefix("10.1.2.0/24")}, nil, []int{1}, 24, false},
-		{"short client subnet cannot match a longer prefix", Query{Subnet: netip.MustParsePrefix("10.1.0.0/16")}, nil, []int{0}, 16, false},
+		// 10.1.0.0/23 is the largest network around 10.1.0.0 outside 10.1.2.0/24.
+		{"short client subnet: the answer of its first address, scope beyond the subnet", Query{Subnet: netip.MustParsePrefix("10.1.0.0/16")}, nil, []int{0}, 23, false},
 		{"ipv6", Query{Client: netip.MustParseAddr("2001:db8:1::5")}, nil, []int{0}, 0, false},
 		{"v4-mapped v6", Query{Client: netip.MustParseAddr("::ffff:10.2.3.4")}, nil, []int{2}, 0, false},
-		{"no match: default location", Query{Subnet: netip.MustParsePrefix("192.0.2.0/24")}, nil, []int{3}, 24, false},
+		// 128.0.0.0/1 holds none of the locations.
+		{"no match: default location", Query{Subnet: netip.MustParsePrefix("192.0.2.0/24")}, nil, []int{3}, 1, false},
+		{"no match next to a location", Query{Subnet: netip.MustParsePrefix("10.3.0.0/24")}, nil, []int{3}, 16, false},
+		{"no match, short subnet holding a location", Query{Subnet: netip.MustParsePrefix("10.0.0.0/8")}, nil, []int{3}, 16, false},
 		{"unhealthy location falls back to default", Query{Client: netip.MustParseAddr("10.2.0.1")}, down{"us": true}, []int{3}, 0, false},
 		{"all down: fail open to the location", Query{Client: netip.MustParseAddr("10.2.0.1")}, down{"us": true, "any": true}, []int{2}, 0, true},
 	}
@@ -333,6 +337,88 @@ func TestCIDR(t *testing.T) {
 				t.Errorf("got %v scope %d open %v, want %v scope %d open %v", out, res.Scope, res.FailOpen, tc.want, tc.wantScope, tc.failOpen)
 			}
 		})
+	}
+}
+
+// TestCIDRScopeNestedLocations is the case of a caching resolver: with
+// 10.0.0.0/8 and 10.1.0.0/16 in different locations, the answer to
+// 10.2.3.0/24 must not be cached for 10.0.0.0/8, which holds 10.1.0.0/16
+// (RFC 7871 section 7.3.1).
+func TestCIDRScopeNestedLocations(t *testing.T) {
+	locs := map[string][]netip.Prefix{
+		"wide":   {netip.MustParsePrefix("10.0.0.0/8")},
+		"narrow": {netip.MustParsePrefix("10.1.0.0/16")},
+	}
+	rs := []Record{{Location: "narrow"}, {Location: "wide"}}
+	s := mustSet(t, Config{Policy: CIDR, Records: rs, Locations: locs})
+	tests := []struct {
+		name      string
+		subnet    string
+		want      int
+		wantScope uint8
+	}{
+		// 10.2.0.0/15 is the largest network around 10.2.3.0 outside 10.1.0.0/16.
+		{"wide location beside the narrow one", "10.2.3.0/24", 1, 15},
+		{"wide location far from the narrow one", "10.200.0.0/24", 1, 9},
+		{"narrow location", "10.1.3.0/24", 0, 16},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, res := s.Select(nil, Query{Subnet: netip.MustParsePrefix(tc.subnet)}, nil, rand.NewPCG(1, 1))
+			if !slices.Equal(out, []int{tc.want}) || res.Scope != tc.wantScope {
+				t.Errorf("got %v scope %d, want [%d] scope %d", out, res.Scope, tc.want, tc.wantScope)
+			}
+		})
+	}
+}
+
+// TestCIDRScopeHoldsForItsNetwork checks on random nested tables, against
+// a brute-force longest match, that the network an answer's scope names is
+// answered alike: the longest prefix holding the whole network is the
+// answer's location, and no prefix of another location lies inside it.
+func TestCIDRScopeHoldsForItsNetwork(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	randPrefix := func(minBits, maxBits int) netip.Prefix {
+		a := netip.AddrFrom4([4]byte{10, byte(r.IntN(4)), byte(r.IntN(256)), byte(r.IntN(256))})
+		p, _ := a.Prefix(minBits + r.IntN(maxBits-minBits+1))
+		return p
+	}
+	names := []string{"a", "b", "c"}
+	for round := range 300 {
+		locs := map[string][]netip.Prefix{}
+		owner := map[netip.Prefix]string{}
+		for range 1 + r.IntN(10) {
+			p := randPrefix(8, 24)
+			if _, dup := owner[p]; dup {
+				continue
+			}
+			n := names[r.IntN(len(names))]
+			locs[n] = append(locs[n], p)
+			owner[p] = n
+		}
+		rs := []Record{{Location: DefaultLocation}}
+		for n := range locs {
+			rs = append(rs, Record{Location: n})
+		}
+		s := mustSet(t, Config{Policy: CIDR, Records: rs, Locations: locs})
+		for range 50 {
+			q := randPrefix(4, 32)
+			out, res := s.Select(nil, Query{Subnet: q}, nil, rand.NewPCG(1, 1))
+			got := rs[out[0]].Location
+			network, _ := q.Addr().Prefix(int(res.Scope))
+			best, want := -1, DefaultLocation
+			for p, l := range owner {
+				if p.Bits() <= network.Bits() && p.Contains(network.Addr()) && p.Bits() > best {
+					best, want = p.Bits(), l
+				}
+				if p.Bits() > network.Bits() && network.Contains(p.Addr()) && l != got {
+					t.Fatalf("round %d: %v answered %s with scope %d, but %v inside %v is %s (table %v)", round, q, got, res.Scope, p, network, l, locs)
+				}
+			}
+			if got != want {
+				t.Fatalf("round %d: %v answered %s with scope %d, but %v is %s (table %v)", round, q, got, res.Scope, network, want, locs)
+			}
+		}
 	}
 }
 
