@@ -46,8 +46,20 @@ func newWorker(s *Server, st *stats, seed uint64) *worker {
 
 // handle answers the packet req from client into out and returns the
 // response (nil with outDrop). tcp selects the transport's rules: no size
-// limit below 65535, no rate limiting, transfers allowed.
-func (w *worker) handle(req []byte, client netip.Addr, tcp bool, out []byte) ([]byte, outcome) {
+// limit below 65535, no rate limiting, transfers allowed. A panic while
+// answering is recovered: the packet gets SERVFAIL when its question was
+// parsed and no answer otherwise (see recovered).
+func (w *worker) handle(req []byte, client netip.Addr, tcp bool, out []byte) (resp []byte, o outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			resp, o = w.recovered(v, tcp, out)
+		}
+	}()
+	return w.serve(req, client, tcp, out)
+}
+
+// serve is handle without the recover.
+func (w *worker) serve(req []byte, client netip.Addr, tcp bool, out []byte) ([]byte, outcome) {
 	q := &w.q
 	pr := parse(req, q, w.lower[:])
 	if pr == parseDrop {
@@ -55,14 +67,10 @@ func (w *worker) handle(req []byte, client netip.Addr, tcp bool, out []byte) ([]
 		return nil, outDrop
 	}
 	st := w.srv.state.Load()
-	limit := 65535
-	if !tcp {
-		limit = 512
-		if q.edns {
-			limit = min(max(q.udpSize, 512), st.ednsBuffer)
-		}
+	if h := w.srv.queryHook; h != nil {
+		h(q.name)
 	}
-	w.m.start(out, q, limit)
+	w.m.start(out, q, responseLimit(st, q, tcp))
 	w.scope, w.policy, w.failOpen = 0, 0, false
 	rcode := rcodeNoError
 	switch pr {
@@ -95,6 +103,18 @@ func (w *worker) handle(req []byte, client netip.Addr, tcp bool, out []byte) ([]
 		w.st.failOpen.Add(1)
 	}
 	return resp, outAnswer
+}
+
+// responseLimit is the largest response to q: 65535 over TCP, else the
+// client's EDNS buffer capped by the server's (512 without EDNS).
+func responseLimit(st *state, q *query, tcp bool) int {
+	if tcp {
+		return 65535
+	}
+	if q.edns {
+		return min(max(q.udpSize, 512), st.ednsBuffer)
+	}
+	return 512
 }
 
 // resolve fills the answer of a parsed query and returns its rcode, or -1

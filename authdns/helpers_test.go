@@ -93,6 +93,13 @@ func startConfig(t testing.TB, cfg *Config, opts Options) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startRunning(t, s)
+}
+
+// startRunning runs s until the test ends and returns it with its address
+// once it serves.
+func startRunning(t testing.TB, s *Server) (*Server, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()

@@ -56,6 +56,7 @@ type stats struct {
 	rrlSlipped atomic.Uint64
 	failOpen   atomic.Uint64
 	batches    atomic.Uint64 // UDP reads that returned datagrams
+	panics     atomic.Uint64 // panics recovered on the query path
 }
 
 // nQtypes is the number of query types counted by name; nPolicies the
@@ -96,8 +97,8 @@ type collector struct {
 	// reloadCounts returns the successful and failed reloads.
 	reloadCounts func() (ok, failed uint64)
 
-	queries, rcodes, policies, truncated, dropped, rrl, failOpen, zoneCount, batches, reloads *prometheus.Desc
-	size                                                                                      *prometheus.Desc
+	queries, rcodes, policies, truncated, dropped, rrl, failOpen, zoneCount, batches, reloads, panics *prometheus.Desc
+	size                                                                                              *prometheus.Desc
 }
 
 func newCollector(zones func() (int, int), reloads func() (uint64, uint64)) *collector {
@@ -114,6 +115,7 @@ func newCollector(zones func() (int, int), reloads func() (uint64, uint64)) *col
 		failOpen:     prometheus.NewDesc("corral_dns_fail_open_total", "Answers made of unhealthy records because no candidate was healthy.", nil, nil),
 		zoneCount:    prometheus.NewDesc("corral_dns_zones", "Zones and record sets served.", []string{"kind"}, nil),
 		batches:      prometheus.NewDesc("corral_dns_udp_batches_total", "UDP reads (recvmmsg calls on Linux) that returned datagrams; queries over batches is the batch size.", nil, nil),
+		panics:       prometheus.NewDesc("corral_dns_panics_total", "Panics recovered while answering a packet (answered SERVFAIL when its question was parsed, else dropped) or on a TCP connection (closed).", nil, nil),
 		size:         prometheus.NewDesc("corral_dns_response_size_bytes", "Size of the responses sent.", nil, nil),
 	}
 }
@@ -126,7 +128,7 @@ func (c *collector) add(s *stats) {
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queries, c.rcodes, c.policies, c.truncated, c.dropped, c.rrl, c.failOpen, c.zoneCount, c.batches, c.reloads, c.size} {
+	for _, d := range []*prometheus.Desc{c.queries, c.rcodes, c.policies, c.truncated, c.dropped, c.rrl, c.failOpen, c.zoneCount, c.batches, c.reloads, c.panics, c.size} {
 		ch <- d
 	}
 }
@@ -137,11 +139,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	all := c.all
 	c.mu.Unlock()
 	var sum struct {
-		qtype                                                      [nQtypes + 1]uint64
-		rcode                                                      [nRcodes]uint64
-		policy                                                     [nPolicies]uint64
-		size                                                       [len(sizeBounds) + 1]uint64
-		sizeSum, truncated, dropped, rrlD, rrlS, failOpen, batches uint64
+		qtype                                                              [nQtypes + 1]uint64
+		rcode                                                              [nRcodes]uint64
+		policy                                                             [nPolicies]uint64
+		size                                                               [len(sizeBounds) + 1]uint64
+		sizeSum, truncated, dropped, rrlD, rrlS, failOpen, batches, panics uint64
 	}
 	for _, s := range all {
 		for i := range s.qtype {
@@ -163,6 +165,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		sum.rrlS += s.rrlSlipped.Load()
 		sum.failOpen += s.failOpen.Load()
 		sum.batches += s.batches.Load()
+		sum.panics += s.panics.Load()
 	}
 	for i, q := range qtypes {
 		ch <- prometheus.MustNewConstMetric(c.queries, prometheus.CounterValue, float64(sum.qtype[i]), q.name)
@@ -180,6 +183,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.rrl, prometheus.CounterValue, float64(sum.rrlS), "slip")
 	ch <- prometheus.MustNewConstMetric(c.failOpen, prometheus.CounterValue, float64(sum.failOpen))
 	ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(sum.batches))
+	ch <- prometheus.MustNewConstMetric(c.panics, prometheus.CounterValue, float64(sum.panics))
 	ok, failed := c.reloadCounts()
 	ch <- prometheus.MustNewConstMetric(c.reloads, prometheus.CounterValue, float64(ok), "ok")
 	ch <- prometheus.MustNewConstMetric(c.reloads, prometheus.CounterValue, float64(failed), "error")

@@ -65,6 +65,10 @@ type Server struct {
 	tcpSt   *stats
 
 	state atomic.Pointer[state]
+	// queryHook, when set before Run, is called with each parsed query
+	// name: tests inject panics through it.
+	queryHook func(name []byte)
+	panics    panicLog
 
 	mu           sync.Mutex // guards the fields below
 	udp          []*net.UDPConn

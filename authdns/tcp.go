@@ -33,11 +33,21 @@ func (s *Server) serveTCP(l net.Listener) {
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				_ = c.Close()
+			}()
+			defer func() {
+				// Queries recover in handle; this catches the transfer
+				// path, and the connection is closed.
+				if v := recover(); v != nil {
+					s.tcpSt.panics.Add(1)
+					s.logPanic(v, "on a TCP connection")
+				}
+			}()
 			s.serveConn(c)
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-			_ = c.Close()
 		}()
 	}
 }
