@@ -27,6 +27,7 @@ func ExampleClient_SubscribeFrom() {
 	<-h.Started()
 	token, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{
 		Tenant: "acme", Channels: []string{">"}, Publish: []string{">"},
+		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
 	}).SignedString([]byte(secret))
 	addrs := []string{"grpc://" + h.GRPCAddr().String()}
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/client"
@@ -31,6 +32,7 @@ func TestAuthRejections(t *testing.T) {
 		{"malformed", "garbage", client.PriorityP2, "malformed"},
 		{"forged", token(t, tokenOpts{secret: "not-the-hub-secret-123"}), client.PriorityP2, "forged"},
 		{"expired", token(t, tokenOpts{expires: -time.Minute}), client.PriorityP2, "expired"},
+		{"no exp", token(t, tokenOpts{noExpiry: true}), client.PriorityP2, "no_expiry"},
 		{"P2 token claims P0", token(t, tokenOpts{prio: 2}), client.PriorityP0, "priority"},
 		{"P2 token claims P1", token(t, tokenOpts{prio: 2}), client.PriorityP1, "priority"},
 	}
@@ -146,10 +148,38 @@ func TestChannelPatternsAndAPIKeys(t *testing.T) {
 	if code := post("acme-only-key-0123456", "acme"); code != 200 {
 		t.Errorf("key for its tenant: HTTP %d", code)
 	}
-	if code := post("acme-only-key-0123456", "other"); code != 401 {
-		t.Errorf("key for another tenant: HTTP %d, want 401", code)
+	cc, err := grpc.NewClient(th.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if code := post("wrong-key-0123456789", "acme"); code != 401 {
-		t.Errorf("unknown key: HTTP %d, want 401", code)
+	defer cc.Close()
+	api := corralv1.NewCorralClient(cc)
+	// A valid key used for another tenant is authenticated but not
+	// authorised (403, PermissionDenied); a missing or unknown key is not
+	// authenticated (401, Unauthenticated).
+	refusals := []struct {
+		name, key, tenant, reason string
+		http                      int
+		grpc                      codes.Code
+	}{
+		{"valid key for another tenant", "acme-only-key-0123456", "other", "tenant", 403, codes.PermissionDenied},
+		{"unknown key", "wrong-key-0123456789", "acme", "api_key", 401, codes.Unauthenticated},
+		{"no key", "", "acme", "api_key", 401, codes.Unauthenticated},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			before := th.metric("corral_hub_auth_rejected_total", "reason", tc.reason)
+			if code := post(tc.key, tc.tenant); code != tc.http {
+				t.Errorf("HTTP %d, want %d", code, tc.http)
+			}
+			actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tc.key)
+			_, err := api.Publish(actx, &corralv1.PublishRequest{Tenant: tc.tenant, Publish: &corralv1.Publish{Channel: "chat.1"}})
+			if status.Code(err) != tc.grpc {
+				t.Errorf("gRPC: %v, want %v", err, tc.grpc)
+			}
+			if got := th.metric("corral_hub_auth_rejected_total", "reason", tc.reason); got != before+2 {
+				t.Errorf("rejections{reason=%q} %v -> %v, want +2", tc.reason, before, got)
+			}
+		})
 	}
 }

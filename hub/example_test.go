@@ -31,6 +31,7 @@ func Example() {
 	p0 := 0
 	token, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{
 		Tenant: "acme", Channels: []string{"news.>"}, Publish: []string{"news.>"}, MaxPriority: &p0,
+		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
 	}).SignedString([]byte(secret))
 	c, err := client.Dial(ctx, client.Config{Addrs: []string{"ws://" + h.Addr().String() + "/v1/ws"}, Token: token})
 	if err != nil {

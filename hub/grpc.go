@@ -115,9 +115,8 @@ func (g *grpcService) Publish(ctx context.Context, req *corralv1.PublishRequest)
 			key = strings.TrimPrefix(v[0], "Bearer ")
 		}
 	}
-	if _, err := h.verifier.CheckAPIKey(key, req.GetTenant()); err != nil {
-		h.metrics.authRejected.WithLabelValues("api_key").Inc()
-		return nil, wire.Close{Code: wire.ClosePolicyViolation, Text: "API key rejected"}.Status().Err()
+	if err := h.checkAPIKey(key, req.GetTenant()); err != nil {
+		return nil, wire.CloseOf(err).Status().Err()
 	}
 	p := req.GetPublish()
 	f := &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Publish{Publish: p}}

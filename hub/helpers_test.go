@@ -108,6 +108,7 @@ type tokenOpts struct {
 	publish  []string
 	prio     int
 	expires  time.Duration
+	noExpiry bool // no exp claim at all
 	secret   string
 }
 
@@ -129,9 +130,13 @@ func token(t *testing.T, o tokenOpts) string {
 		o.secret = testSecret
 	}
 	p := o.prio
+	exp := jwt.NewNumericDate(time.Now().Add(o.expires))
+	if o.noExpiry {
+		exp = nil
+	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{
 		Tenant: o.tenant, Channels: o.channels, Publish: o.publish, MaxPriority: &p,
-		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(o.expires))},
+		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: exp},
 	}).SignedString([]byte(o.secret))
 	if err != nil {
 		t.Fatal(err)

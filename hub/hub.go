@@ -542,7 +542,7 @@ func (h *Hub) drain(ctx context.Context) {
 			if sessions[i].helloDone.Load() {
 				rank = int(sessions[i].rank)
 			}
-			h.metrics.shed.WithLabelValues("drain", strconv.Itoa(rank)).Inc()
+			h.metrics.shedInc("drain", rank)
 			sessions[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter + jit, Text: "hub draining"}, true)
 			i++
 		}
@@ -594,7 +594,7 @@ func (h *Hub) Publish(ctx context.Context, tenant, channel string, rank int, dat
 			if h.overload != nil {
 				ra = h.overload.RetryAfterAt(limit.Priority(rank), h.now())
 			}
-			h.metrics.shed.WithLabelValues("reject_publish", strconv.Itoa(rank)).Inc()
+			h.metrics.shedInc("reject_publish", rank)
 			return nil, wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "too many publishes in flight"}
 		}
 		res, err := h.publish(ctx, tenant, channel, rank, data, clientID, api)

@@ -1,11 +1,18 @@
 package hub
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralhq/corral/hub/auth"
+	"github.com/corralhq/corral/wire"
 )
 
 // metrics are the hub's Prometheus series, registered on the Registerer of
-// Options (never a global one).
+// Options (never a global one). Every labelled series the hub can emit is
+// created at zero by newMetrics, so that rates work from the first scrape;
+// the label values are the lists below, and the help texts name them.
 type metrics struct {
 	sessions       *prometheus.GaugeVec   // transport
 	sessionsOpened *prometheus.CounterVec // transport
@@ -23,28 +30,68 @@ type metrics struct {
 	shed           *prometheus.CounterVec // action, priority
 }
 
+// The label values of the hub's series.
+var (
+	labelTransports = []string{"ws", "grpc"}
+	// labelAuthReasons: the token reasons of hub/auth, a claimed priority
+	// above the token's, and the API key reasons (unknown or missing key;
+	// a valid key used for a tenant it does not serve).
+	labelAuthReasons = []string{
+		string(auth.ReasonMissing), string(auth.ReasonMalformed), string(auth.ReasonForged),
+		string(auth.ReasonExpired), string(auth.ReasonNoExpiry), string(auth.ReasonInvalid),
+		"priority", "api_key", string(auth.ReasonTenant),
+	}
+	labelFrameTypes  = []string{"hello", "subscribe", "unsubscribe", "publish", "ack", "ping", "pong"}
+	labelDropped     = []string{"p1", "p2"} // P0 is never dropped: the session closes with 4000
+	labelAPIs        = []string{"session", "grpc", "http", "nats", "ingest"}
+	labelResumes     = []string{"recovered", "gap"}
+	labelSources     = []string{"recent", "store"}
+	labelShedActions = []string{"reject", "sever", "drain", "reject_publish"}
+	labelPriorities  = []string{"p0", "p1", "p2"}
+	labelOtherCode   = "other"
+)
+
+// priorityLabel is the label value of a priority rank: "p0", "p1" or "p2",
+// as the HTTP publish API and the protocol's enum names spell them.
+func priorityLabel(rank int) string {
+	if rank >= 0 && rank < len(labelPriorities) {
+		return labelPriorities[rank]
+	}
+	return labelPriorities[len(labelPriorities)-1]
+}
+
+// closeCodeLabel is the label value of a close code: the number for a code
+// of wire's table, "other" for anything else (a peer chooses the code of
+// its own close frame, and must not choose the series).
+func closeCodeLabel(c wire.CloseCode) string {
+	if c.Known() {
+		return strconv.Itoa(int(c))
+	}
+	return labelOtherCode
+}
+
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "corral_hub_sessions",
-			Help: "Open sessions by transport (ws, grpc)."}, []string{"transport"}),
+			Help: "Open sessions (after Welcome), by transport (ws, grpc)."}, []string{"transport"}),
 		sessionsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_sessions_opened_total",
-			Help: "Connections accepted, by transport (before Hello)."}, []string{"transport"}),
+			Help: "Connections accepted (before Hello), by transport (ws, grpc)."}, []string{"transport"}),
 		closes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_session_closes_total",
-			Help: "Sessions closed by the hub or the peer, by close code."}, []string{"code"}),
+			Help: "Sessions closed by the hub or the peer, by code (a close code of wire's table, or other)."}, []string{"code"}),
 		authRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_auth_rejected_total",
-			Help: "Session tokens and API keys rejected, by reason (missing, malformed, forged, expired, invalid, priority, tenant)."}, []string{"reason"}),
+			Help: "Session tokens and API keys rejected, by reason (tokens: missing, malformed, forged, expired, no_expiry, invalid, priority; API keys: api_key for a missing or unknown key, tenant for a valid key used for another tenant)."}, []string{"reason"}),
 		framesIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_frames_received_total",
-			Help: "Client frames received, by type."}, []string{"type"}),
+			Help: "Client frames received, by type (hello, subscribe, unsubscribe, publish, ack, ping, pong)."}, []string{"type"}),
 		delivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_hub_messages_delivered_total",
 			Help: "Channel messages queued to sessions."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_messages_dropped_total",
-			Help: "Channel messages dropped from full session queues (slow consumers), by priority."}, []string{"priority"}),
+			Help: "Channel messages dropped from full session queues (slow consumers), by priority (p1, p2; P0 is never dropped)."}, []string{"priority"}),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_published_total",
-			Help: "Messages published through this hub, by API (session, grpc, http, nats, ingest)."}, []string{"api"}),
+			Help: "Messages published through this hub, by api (session, grpc, http, nats, ingest)."}, []string{"api"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_resumes_total",
 			Help: "Subscriptions that asked to resume, by result (recovered, gap)."}, []string{"result"}),
 		resumeSource: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_subscribe_sources_total",
-			Help: "Where subscriptions got their position and missed messages: recent (the hub's in-memory tail of the channel) or store (history)."}, []string{"source"}),
+			Help: "Where subscriptions got their position and missed messages, by source (recent: the hub's in-memory tail of the channel; store: history)."}, []string{"source"}),
 		backfills: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_hub_backfills_total",
 			Help: "Holes in the NATS fan-out filled from history."}),
 		channels: prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_hub_channels",
@@ -52,11 +99,42 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		historyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_hub_history_errors_total",
 			Help: "History store errors (append or read)."}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_shed_total",
-			Help: "Sessions turned away by overload control, by action (reject, sever, drain) and priority."}, []string{"action", "priority"}),
+			Help: "Sessions and publishes turned away, by action (reject: a new session, sever: an open session, drain: a session sent away by a drain, reject_publish: a publish with no slot) and priority (p0, p1, p2)."}, []string{"action", "priority"}),
+	}
+	for _, t := range labelTransports {
+		m.sessions.WithLabelValues(t)
+		m.sessionsOpened.WithLabelValues(t)
+	}
+	for _, c := range wire.CloseCodes() {
+		m.closes.WithLabelValues(closeCodeLabel(c))
+	}
+	m.closes.WithLabelValues(labelOtherCode)
+	zero(m.authRejected, labelAuthReasons)
+	zero(m.framesIn, labelFrameTypes)
+	zero(m.dropped, labelDropped)
+	zero(m.published, labelAPIs)
+	zero(m.resumes, labelResumes)
+	zero(m.resumeSource, labelSources)
+	for _, a := range labelShedActions {
+		for _, p := range labelPriorities {
+			m.shed.WithLabelValues(a, p)
+		}
 	}
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsOpened, m.closes, m.authRejected, m.framesIn, m.delivered,
 			m.dropped, m.published, m.resumes, m.resumeSource, m.backfills, m.channels, m.historyErrors, m.shed)
 	}
 	return m
+}
+
+// zero creates the series of v for each label value.
+func zero(v *prometheus.CounterVec, values []string) {
+	for _, l := range values {
+		v.WithLabelValues(l)
+	}
+}
+
+// shedInc counts one session or publish turned away by action at rank.
+func (m *metrics) shedInc(action string, rank int) {
+	m.shed.WithLabelValues(action, priorityLabel(rank)).Inc()
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	rtmetrics "runtime/metrics"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/corralhq/corral/limit"
@@ -121,7 +120,7 @@ func (h *Hub) severOnce() int {
 		slices.SortFunc(list, func(a, b *session) int { return cmp.Compare(b.start, a.start) }) // newest first
 		for i := int64(0); i < q[p] && int(i) < len(list); i++ {
 			ra := h.overload.RetryAfterAt(limit.Priority(p), now)
-			h.metrics.shed.WithLabelValues("sever", strconv.Itoa(p)).Inc()
+			h.metrics.shedInc("sever", p)
 			list[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: ra, Text: "shed " + limit.Priority(p).String()}, true)
 			n++
 		}

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/hub/history"
 	"github.com/corralhq/corral/wire"
 )
@@ -69,6 +71,24 @@ func httpStatusOf(c wire.CloseCode) int {
 	return http.StatusBadRequest
 }
 
+// checkAPIKey checks a backend's API key for tenant, for the HTTP and gRPC
+// publish APIs. A missing or unknown key is not authenticated: 1008 (HTTP
+// 401, gRPC Unauthenticated). A valid key for a tenant it does not serve is
+// authenticated but not authorised: 4005 (HTTP 403, gRPC PermissionDenied).
+func (h *Hub) checkAPIKey(key, tenant string) error {
+	_, err := h.verifier.CheckAPIKey(key, tenant)
+	if err == nil {
+		return nil
+	}
+	var ae *auth.Error
+	if errors.As(err, &ae) && ae.Reason == auth.ReasonTenant {
+		h.metrics.authRejected.WithLabelValues(string(auth.ReasonTenant)).Inc()
+		return wire.Close{Code: wire.CloseForbidden, Text: "API key not valid for tenant " + strconv.Quote(tenant)}
+	}
+	h.metrics.authRejected.WithLabelValues("api_key").Inc()
+	return wire.Close{Code: wire.ClosePolicyViolation, Text: "API key rejected"}
+}
+
 func (h *Hub) httpPublish(w http.ResponseWriter, r *http.Request) {
 	fail := func(c wire.Close) {
 		if c.RetryAfter > 0 {
@@ -88,9 +108,8 @@ func (h *Hub) httpPublish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if _, err := h.verifier.CheckAPIKey(key, req.Tenant); err != nil {
-		h.metrics.authRejected.WithLabelValues("api_key").Inc()
-		fail(wire.Close{Code: wire.ClosePolicyViolation, Text: "API key rejected"})
+	if err := h.checkAPIKey(key, req.Tenant); err != nil {
+		fail(wire.CloseOf(err))
 		return
 	}
 	data := []byte(req.Data)

@@ -318,7 +318,7 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 		return
 	}
 	if d := h.admit(rank); !d.admit {
-		h.metrics.shed.WithLabelValues("reject", strconv.Itoa(rank)).Inc()
+		h.metrics.shedInc("reject", rank)
 		s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: d.retryAfter, Text: "overloaded"}, true)
 		return
 	}
@@ -595,7 +595,7 @@ func (s *session) queueDelivery(sub *subscription, d *delivery) {
 }
 
 func (s *session) dropped(p int8) {
-	s.h.metrics.dropped.WithLabelValues(strconv.Itoa(int(p))).Inc()
+	s.h.metrics.dropped.WithLabelValues(priorityLabel(int(p))).Inc()
 }
 
 // reply queues a control frame.
@@ -743,6 +743,6 @@ func (s *session) teardown(c wire.Close) {
 	if counted {
 		s.h.metrics.sessions.WithLabelValues(s.tr.kind()).Dec()
 	}
-	s.h.metrics.closes.WithLabelValues(strconv.Itoa(int(c.Code))).Inc()
+	s.h.metrics.closes.WithLabelValues(closeCodeLabel(c.Code)).Inc()
 	s.h.unregister(s)
 }

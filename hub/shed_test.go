@@ -121,7 +121,7 @@ func TestSheddingStages(t *testing.T) {
 				if !tc.severed[i] && c.Addr() == "" {
 					t.Errorf("P%d session was cut", i)
 				}
-				if got := th.metric("corral_hub_shed_total", "action", "sever", "priority", string(rune('0'+i))); (got > 0) != tc.severed[i] {
+				if got := th.metric("corral_hub_shed_total", "action", "sever", "priority", priorityLabel(i)); (got > 0) != tc.severed[i] {
 					t.Errorf("P%d severed %v times", i, got)
 				}
 			}

@@ -98,7 +98,7 @@ func TestSlowConsumer(t *testing.T) {
 	}
 	// The client reads nothing (its event buffer holds one event); the
 	// socket buffers fill, then the hub's queue, then P2 drops start.
-	for th.metric("corral_hub_messages_dropped_total", "priority", "2") == 0 {
+	for th.metric("corral_hub_messages_dropped_total", "priority", "p2") == 0 {
 		publish(client.PriorityP2)
 		if n > 5000 {
 			t.Fatal("no P2 dropped after 5000 messages of 16 KiB")

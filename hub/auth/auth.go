@@ -95,7 +95,14 @@ const (
 	ReasonMalformed Reason = "malformed"
 	ReasonForged    Reason = "forged"
 	ReasonExpired   Reason = "expired"
-	ReasonInvalid   Reason = "invalid"
+	// ReasonNoExpiry is a token without exp, refused unless
+	// Config.AllowNoExpiry is set.
+	ReasonNoExpiry Reason = "no_expiry"
+	ReasonInvalid  Reason = "invalid"
+	// ReasonTenant is a valid API key used for a tenant it does not serve:
+	// the backend is authenticated but not authorised (HTTP 403, gRPC
+	// PermissionDenied), unlike the other reasons (401, Unauthenticated).
+	ReasonTenant Reason = "tenant"
 )
 
 // Error is a rejected credential.
@@ -174,7 +181,7 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 	if v.cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(v.cfg.Audience))
 	}
-	if v.cfg.RequireExpiry {
+	if !v.cfg.AllowNoExpiry {
 		opts = append(opts, jwt.WithExpirationRequired())
 	}
 	claims := &Claims{}
@@ -201,6 +208,8 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 		return claims, nil
 	}
 	switch {
+	case errors.Is(lastErr, jwt.ErrTokenRequiredClaimMissing) && claims.ExpiresAt == nil && !v.cfg.AllowNoExpiry:
+		return nil, &Error{Reason: ReasonNoExpiry, Err: lastErr}
 	case errors.Is(lastErr, jwt.ErrTokenMalformed):
 		return nil, &Error{Reason: ReasonMalformed, Err: lastErr}
 	case errors.Is(lastErr, jwt.ErrTokenExpired), errors.Is(lastErr, jwt.ErrTokenNotValidYet):
@@ -212,7 +221,10 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 }
 
 // CheckAPIKey returns the name of the API key secret if it may publish for
-// tenant, or an error. It compares in constant time.
+// tenant, or an *Error: ReasonMissing or ReasonForged when the key is absent
+// or unknown (not authenticated), ReasonTenant when the key is valid but
+// does not serve tenant (authenticated, not authorised). It compares in
+// constant time.
 func (v *Verifier) CheckAPIKey(secret, tenant string) (string, error) {
 	if secret == "" {
 		return "", &Error{Reason: ReasonMissing}
@@ -223,7 +235,7 @@ func (v *Verifier) CheckAPIKey(secret, tenant string) (string, error) {
 			if slices.Contains(k.tenants, "*") || slices.Contains(k.tenants, tenant) {
 				return k.name, nil
 			}
-			return "", &Error{Reason: ReasonInvalid, Err: fmt.Errorf("API key %q may not publish for tenant %q", k.name, tenant)}
+			return "", &Error{Reason: ReasonTenant, Err: fmt.Errorf("API key %q may not publish for tenant %q", k.name, tenant)}
 		}
 	}
 	return "", &Error{Reason: ReasonForged, Err: errors.New("unknown API key")}

@@ -44,6 +44,8 @@ func TestVerify(t *testing.T) {
 	expired.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Second))
 	badTenant := good
 	badTenant.Tenant = "a.b"
+	noExpiry := good
+	noExpiry.ExpiresAt = nil
 
 	tests := []struct {
 		name   string
@@ -60,6 +62,7 @@ func TestVerify(t *testing.T) {
 		{"unsigned", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, good), ReasonForged},
 		{"expired", sign(t, jwt.SigningMethodHS256, []byte(secret), expired), ReasonExpired},
 		{"tenant that cannot be a namespace", sign(t, jwt.SigningMethodHS256, []byte(secret), badTenant), ReasonInvalid},
+		{"no exp (required by default)", sign(t, jwt.SigningMethodHS256, []byte(secret), noExpiry), ReasonNoExpiry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,14 +123,36 @@ func TestAPIKeys(t *testing.T) {
 	if n, err := v.CheckAPIKey("billing-key-0123456789", "acme"); err != nil || n != "billing" {
 		t.Errorf("billing for acme: %q, %v", n, err)
 	}
-	if _, err := v.CheckAPIKey("billing-key-0123456789", "other"); err == nil {
-		t.Error("billing key published for another tenant")
-	}
 	if _, err := v.CheckAPIKey("ops-key-0123456789abc", "other"); err != nil {
 		t.Errorf("wildcard key: %v", err)
 	}
-	if _, err := v.CheckAPIKey("guess-0123456789abcdef", "acme"); err == nil {
-		t.Error("unknown key accepted")
+	refusals := []struct {
+		name, key string
+		reason    Reason // tenant: authenticated but not authorised; the others: not authenticated
+	}{
+		{"valid key for another tenant", "billing-key-0123456789", ReasonTenant},
+		{"unknown key", "guess-0123456789abcdef", ReasonForged},
+		{"no key", "", ReasonMissing},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.CheckAPIKey(tc.key, "other")
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Reason != tc.reason {
+				t.Fatalf("err = %v, want reason %q", err, tc.reason)
+			}
+		})
+	}
+}
+
+func TestAllowNoExpiry(t *testing.T) {
+	v, err := New(Config{Keys: []KeyConfig{{Algorithm: "HS256", Secret: secret}}, AllowNoExpiry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), Claims{Tenant: "acme", Channels: []string{">"}})
+	if _, err := v.Verify(tok, time.Unix(1_800_000_000, 0)); err != nil {
+		t.Fatalf("allow_no_expiry: token without exp rejected: %v", err)
 	}
 }
 

@@ -26,8 +26,10 @@ type Config struct {
 	Audience string `yaml:"audience"`
 	// Leeway tolerates clock skew on exp, nbf and iat. Default 0.
 	Leeway time.Duration `yaml:"leeway"`
-	// RequireExpiry rejects tokens without exp. Default false.
-	RequireExpiry bool `yaml:"require_expiry"`
+	// AllowNoExpiry accepts tokens without exp, which are then valid for
+	// ever. The default (false) rejects them (reason no_expiry): a token
+	// that leaks must stop working by itself.
+	AllowNoExpiry bool `yaml:"allow_no_expiry"`
 	// APIKeys authenticate backends on the publish APIs.
 	APIKeys []APIKeyConfig `yaml:"api_keys"`
 }

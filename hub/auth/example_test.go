@@ -31,3 +31,22 @@ func ExampleVerifier_Verify() {
 	// acme 1 true false <nil>
 	// expired
 }
+
+// A token without exp is refused by default; AllowNoExpiry is the explicit
+// opt-out.
+func ExampleConfig_allowNoExpiry() {
+	keys := []auth.KeyConfig{{Algorithm: "HS256", Secret: "a-secret-of-at-least-16-bytes"}}
+	token, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{
+		Tenant: "acme", Channels: []string{"chat.*"},
+	}).SignedString([]byte("a-secret-of-at-least-16-bytes"))
+
+	strict, _ := auth.New(auth.Config{Keys: keys})
+	_, err := strict.Verify(token, time.Now())
+	fmt.Println(err.(*auth.Error).Reason)
+	lax, _ := auth.New(auth.Config{Keys: keys, AllowNoExpiry: true})
+	_, err = lax.Verify(token, time.Now())
+	fmt.Println(err)
+	// Output:
+	// no_expiry
+	// <nil>
+}
