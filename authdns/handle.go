@@ -141,12 +141,19 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 	}
 	w.m.setFlags(flagAA)
 	cur, curOff := q.name, 12
+	var seen [maxChase + 1]*node // the nodes of the chain: no record twice
 	for hops := 0; ; hops++ {
 		n, key := w.lookup(z, cur, zoff)
 		if n == nil {
 			w.authoritySOA(z, cur, curOff)
 			return rcodeNXDomain
 		}
+		for _, p := range seen[:hops] {
+			if p == n {
+				return rcodeNoError // a loop (refused at load): stop before a repeat
+			}
+		}
+		seen[hops] = n
 		var set *rrset
 		if q.qtype == typeANY {
 			if len(n.sets) > 0 {
@@ -181,28 +188,41 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 // or through a wildcard (RFC 4592), and returns the labels the wildcard
 // stood for. It returns nil when the name does not exist.
 func (w *worker) lookup(z *zone, name []byte, zoff int) (*node, []byte) {
-	if n := z.nodes[string(name)]; n != nil {
+	n, off := z.match(name, zoff, &w.wild)
+	if n == nil || off == 0 {
 		return n, nil
+	}
+	// The key is the labels before the wildcard's parent, dotted: "acme",
+	// "x.acme".
+	k := w.key[:0]
+	for i := 0; i < off; i += 1 + int(name[i]) {
+		if i > 0 {
+			k = append(k, '.')
+		}
+		k = append(k, name[i+1:i+1+int(name[i])]...)
+	}
+	return n, k
+}
+
+// match finds the node of name (whose zone origin starts at zoff) exactly,
+// with off 0, or through the wildcard of its closest encloser (RFC 4592),
+// with off the offset in name of the labels the wildcard's parent matched.
+// It returns nil when the name does not exist; wild is scratch space.
+func (z *zone) match(name []byte, zoff int, wild *[maxName + 2]byte) (n *node, off int) {
+	if n := z.nodes[string(name)]; n != nil {
+		return n, 0
 	}
 	for off := 1 + int(name[0]); off <= zoff; off += 1 + int(name[off]) {
 		anc := name[off:]
-		wb := append(append(w.wild[:0], 1, '*'), anc...)
+		wb := append(append(wild[:0], 1, '*'), anc...)
 		if n := z.nodes[string(wb)]; n != nil {
-			// The key is the labels before anc, dotted: "acme", "x.acme".
-			k := w.key[:0]
-			for i := 0; i < off; i += 1 + int(name[i]) {
-				if i > 0 {
-					k = append(k, '.')
-				}
-				k = append(k, name[i+1:i+1+int(name[i])]...)
-			}
-			return n, k
+			return n, off
 		}
 		if z.nodes[string(anc)] != nil {
-			return nil, nil // the closest encloser has no wildcard
+			return nil, 0 // the closest encloser has no wildcard
 		}
 	}
-	return nil, nil
+	return nil, 0
 }
 
 // addSet selects the records of set for q and adds them to the answer,

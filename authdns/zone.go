@@ -78,6 +78,9 @@ type rrset struct {
 	rrs [][]byte
 	// targets are the wire forms of a CNAME set's targets, by record.
 	targets [][]byte
+	// src is the config path of the set ("zones[0].records[3]"), for
+	// errors found after its zone compiled.
+	src string
 }
 
 func (n *node) set(t uint16) *rrset {
@@ -99,8 +102,9 @@ func compile(cfg *Config) (*zoneSet, error) {
 		checks[cc.Name] = true
 	}
 	var errs []error
+	var origins []string
 	for zi, zc := range cfg.Zones {
-		z, zerrs := compileZone(checks, zc)
+		z, zerrs := compileZone(checks, zc, zi)
 		for _, e := range zerrs {
 			errs = append(errs, config.Field(fmt.Sprintf("zones[%d]", zi), e))
 		}
@@ -112,9 +116,13 @@ func compile(cfg *Config) (*zoneSet, error) {
 			continue
 		}
 		zs.zones[string(z.origin)] = z
+		origins = append(origins, string(z.origin))
 		for _, n := range z.nodes {
 			zs.sets += len(n.sets)
 		}
+	}
+	if len(errs) == 0 {
+		errs = zs.checkCNAMELoops(origins)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -126,7 +134,7 @@ func fieldErr(path, format string, args ...any) error {
 	return config.Errorf(path, "authdns: "+format, args...)
 }
 
-func compileZone(checks map[string]bool, zc ZoneConfig) (*zone, []error) {
+func compileZone(checks map[string]bool, zc ZoneConfig, zi int) (*zone, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	originName, err := absName(zc.Origin, "")
@@ -229,6 +237,7 @@ func compileZone(checks map[string]bool, zc ZoneConfig) (*zone, []error) {
 			bad(p+".type", "%s: a CNAME cannot share its name with other records", presentation(owner))
 			continue
 		}
+		set.src = recordPath(zi, ri)
 		n.sets = append(n.sets, set)
 	}
 	return z, errs
