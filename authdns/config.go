@@ -44,8 +44,10 @@ type Config struct {
 	// Listen is the address of the UDP sockets and the TCP listener
 	// ("127.0.0.1:53"); port 0 picks a free port shared by both.
 	Listen string `yaml:"listen"`
-	// Admin is the admin listener (metrics, health status page, pprof).
-	Admin admin.Config `yaml:"admin"`
+	// Admin is the admin listener (metrics, health status page, pprof)
+	// that `corral dns` runs beside the server; a server embedded in
+	// another program opens no admin listener of its own.
+	Admin AdminConfig `yaml:"admin"`
 	// Sockets is the number of UDP sockets bound to Listen with
 	// SO_REUSEPORT, each served by its own goroutine; 0 means one per
 	// usable core (GOMAXPROCS).
@@ -189,10 +191,17 @@ func (v *ValueConfig) UnmarshalYAML(unmarshal func(any) error) error {
 	return unmarshal((*plain)(v))
 }
 
+// AdminConfig is the admin listener's part of the configuration.
+type AdminConfig struct {
+	// Addr is the host:port to listen on. Empty turns the listener off;
+	// port 0 picks a free port.
+	Addr string `yaml:"addr"`
+}
+
 // DefaultConfig returns the defaults: loopback port 5353, one socket per
 // core, a 1232-byte EDNS buffer, NSD's response rate limiting.
-func DefaultConfig() *Config {
-	return &Config{
+func DefaultConfig() Config {
+	return Config{
 		Listen:      DefaultListen,
 		EDNSBuffer:  DefaultEDNSBuffer,
 		TCPIdle:     DefaultTCPIdle,
@@ -212,12 +221,24 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return readConfig(path, data, config.Options{EnvPrefix: "CORRAL_DNS"})
+}
+
+// ParseConfig reads YAML text over DefaultConfig and validates it, as
+// LoadConfig does with a file (without environment overrides); name labels
+// the errors. It is how a program that embeds the server configures it
+// from text.
+func ParseConfig(name string, data []byte) (*Config, error) {
+	return readConfig(name, data, config.Options{})
+}
+
+func readConfig(name string, data []byte, opts config.Options) (*Config, error) {
 	cfg := DefaultConfig()
-	if err := config.Decode(path, data, cfg, config.Options{EnvPrefix: "CORRAL_DNS"}); err != nil {
+	if err := config.Decode(name, data, &cfg, opts); err != nil {
 		return nil, err
 	}
 	cfg.sum = contentSum(data)
-	return cfg, nil
+	return &cfg, nil
 }
 
 // sockets returns the number of UDP sockets to open.
@@ -249,7 +270,7 @@ func (c *Config) validateSettings() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%v", err)
 	}
-	if err := c.Admin.Validate(); err != nil {
+	if err := (admin.Config{Addr: c.Admin.Addr}).Validate(); err != nil {
 		bad("admin.addr", "%v", err)
 	}
 	if c.Sockets < 0 || c.Sockets > 256 {

@@ -8,13 +8,11 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/corralhq/corral/authdns"
-	"github.com/corralhq/corral/internal/config"
 )
 
 // A server embedded in process: a zone with a multivalue record of 10
 // addresses, on a free loopback port.
 func Example() {
-	cfg := authdns.DefaultConfig()
 	yaml := `
 listen: 127.0.0.1:0
 zones:
@@ -26,7 +24,8 @@ zones:
         policy: multivalue
         values: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4, 10.0.0.5, 10.0.0.6, 10.0.0.7, 10.0.0.8, 10.0.0.9, 10.0.0.10]
 `
-	if err := config.Decode("example.yaml", []byte(yaml), cfg, config.Options{}); err != nil {
+	cfg, err := authdns.ParseConfig("example.yaml", []byte(yaml))
+	if err != nil {
 		panic(err)
 	}
 	srv, err := authdns.New(cfg, authdns.Options{})

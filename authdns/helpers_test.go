@@ -71,10 +71,10 @@ var bigTXT = strings.Repeat("x", 400)
 func decodeConfig(t testing.TB, text string) *Config {
 	t.Helper()
 	cfg := DefaultConfig()
-	if err := config.Decode("test.yaml", []byte(text), cfg, config.Options{}); err != nil {
+	if err := config.Decode("test.yaml", []byte(text), &cfg, config.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	return cfg
+	return &cfg
 }
 
 // startServer runs a server for the YAML text and returns it with its

@@ -29,10 +29,10 @@ const goldenExtra = `      - {name: up, type: CNAME, values: [WWW.Corral.Test.]}
 func dumpCompiled(t *testing.T, b *strings.Builder, text string) {
 	t.Helper()
 	cfg := DefaultConfig()
-	if err := config.Decode("x.yaml", []byte(text), cfg, config.Options{}); err != nil {
+	if err := config.Decode("x.yaml", []byte(text), &cfg, config.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	zs, err := compile(cfg)
+	zs, err := compile(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,8 @@ func TestBadValuesNameTheKey(t *testing.T) {
 // wants.
 func wantConfigError(t *testing.T, text string, wants ...string) {
 	t.Helper()
-	err := config.Decode("dns.yaml", []byte(text), DefaultConfig(), config.Options{})
+	cfg := DefaultConfig()
+	err := config.Decode("dns.yaml", []byte(text), &cfg, config.Options{})
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -182,12 +183,12 @@ func wantConfigError(t *testing.T, text string, wants ...string) {
 // records.
 func BenchmarkCompile(b *testing.B) {
 	cfg := DefaultConfig()
-	if err := config.Decode("x.yaml", []byte(testZone), cfg, config.Options{}); err != nil {
+	if err := config.Decode("x.yaml", []byte(testZone), &cfg, config.Options{}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := compile(cfg); err != nil {
+		if _, err := compile(&cfg); err != nil {
 			b.Fatal(err)
 		}
 	}

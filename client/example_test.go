@@ -16,7 +16,7 @@ import (
 // it gets exactly the messages it missed.
 func ExampleClient_SubscribeFrom() {
 	const secret = "example-secret-0123456789"
-	cfg := hub.Defaults()
+	cfg := hub.DefaultConfig()
 	cfg.Listen, cfg.Admin.Addr = "127.0.0.1:0", ""
 	cfg.GRPCListen = "127.0.0.1:0"
 	cfg.Auth.Keys = []auth.KeyConfig{{Algorithm: "HS256", Secret: secret}}

@@ -17,7 +17,7 @@ import (
 // acknowledgement nothing is sent again.
 func TestP0AtLeastOnceAcrossHubs(t *testing.T) {
 	nc := sharedNATS(t)
-	mod := func(c *Config, o *Options) { o.NATS = nc }
+	mod := func(c *Config, o *Options) { o.NATS = nc.NC }
 	a, b := startHub(t, mod), startHub(t, mod)
 	ctx := context.Background()
 	p0 := token(t, tokenOpts{prio: 0})

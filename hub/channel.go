@@ -127,14 +127,14 @@ func (h *Hub) attach(ctx context.Context, s *session, sub *subscription, key str
 }
 
 func (h *Hub) initChannel(ctx context.Context, ch *hubChannel) error {
-	sub, err := h.nc.NC.ChanSubscribe(subjectFanout+ch.key, ch.shard.in)
+	sub, err := h.nc.ChanSubscribe(subjectFanout+ch.key, ch.shard.in)
 	if err != nil {
 		return fmt.Errorf("hub: subscribe %s: %w", ch.key, err)
 	}
 	ch.sub = sub
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := h.nc.NC.FlushWithContext(fctx); err != nil {
+	if err := h.nc.FlushWithContext(fctx); err != nil {
 		return fmt.Errorf("hub: subscribe %s: %w", ch.key, err)
 	}
 	cur, err := h.store.Current(fctx, ch.key)

@@ -36,7 +36,7 @@ func TestThreeHubsOnANATSCluster(t *testing.T) {
 		hubs[i] = startHub(t, func(c *Config, o *Options) {
 			c.NodeID = fmt.Sprintf("hub-%c", 'A'+i)
 			c.Session.PublishRate, c.Session.PublishBurst = 10000, 10000
-			o.NATS = nc
+			o.NATS = nc.NC
 		})
 	}
 	a, b, c := hubs[0], hubs[1], hubs[2]

@@ -17,8 +17,8 @@ import (
 )
 
 // Config is the whole configuration of a hub (the YAML file of
-// `corral hub`). Start from Defaults; the zero value of a field means its
-// default.
+// `corral hub`). Start from DefaultConfig; the zero value of a field means
+// its default.
 type Config struct {
 	// Listen is the HTTP address: WebSocket sessions on /v1/ws and the
 	// publish API on POST /v1/publish. Port 0 picks a free port.
@@ -29,10 +29,13 @@ type Config struct {
 	// NodeID names this hub in Welcome frames, logs and NATS connection
 	// names. Default: host name and process id.
 	NodeID string `yaml:"node_id"`
-	// Admin is the admin listener (metrics, healthz, readyz, pprof).
-	Admin admin.Config `yaml:"admin"`
-	// NATS is how the hub reaches NATS: embedded by default.
-	NATS natsutil.Config `yaml:"nats"`
+	// Admin is the admin listener (metrics, healthz, readyz, pprof) that
+	// `corral hub` runs beside the hub; a hub embedded in another program
+	// opens no admin listener of its own.
+	Admin AdminConfig `yaml:"admin"`
+	// NATS is how the hub reaches NATS: embedded by default. It is not
+	// used when Options.NATS hands the hub a connection.
+	NATS NATSConfig `yaml:"nats"`
 	// History bounds the replay window.
 	History history.Config `yaml:"history"`
 	// Auth lists the token keys and API keys.
@@ -48,6 +51,54 @@ type Config struct {
 	Drain DrainConfig `yaml:"drain"`
 	// Overload turns on admission and staged shedding (package limit).
 	Overload OverloadConfig `yaml:"overload"`
+}
+
+// AdminConfig is the admin listener's part of the configuration.
+type AdminConfig struct {
+	// Addr is the host:port to listen on. Empty turns the listener off;
+	// port 0 picks a free port.
+	Addr string `yaml:"addr"`
+}
+
+// NATSConfig says how the hub reaches NATS. The zero value runs an
+// embedded nats-server with JetStream in memory and opens no port.
+type NATSConfig struct {
+	// URL of an external NATS server or cluster (comma-separated URLs are
+	// tried in turn), for example "nats://10.0.0.5:4222". Empty runs an
+	// embedded server in process.
+	URL string `yaml:"url"`
+	// Listen is the client address of the embedded server, for other
+	// processes to join (for example "127.0.0.1:4222"). Empty opens no port.
+	Listen string `yaml:"listen"`
+	// StoreDir is where the embedded server keeps JetStream files. Empty
+	// keeps JetStream in memory only: history does not survive a restart.
+	StoreDir string `yaml:"store_dir"`
+	// ServerName names the embedded server; empty lets nats-server pick one.
+	ServerName string `yaml:"server_name"`
+	// ConnectTimeout bounds starting the embedded server and connecting.
+	// Default 10s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// Cluster joins the embedded server to other nats-servers by routes.
+	Cluster NATSClusterConfig `yaml:"cluster"`
+}
+
+// NATSClusterConfig joins the embedded server to a NATS cluster. The zero
+// value runs a lone server.
+type NATSClusterConfig struct {
+	// Name of the cluster; every member uses the same name.
+	Name string `yaml:"name"`
+	// Listen is the route address of this server ("127.0.0.1:6222").
+	Listen string `yaml:"listen"`
+	// Routes are the route URLs of the members ("nats://127.0.0.1:6223").
+	Routes []string `yaml:"routes"`
+}
+
+// natsutil returns c in natsutil's terms.
+func (c NATSConfig) natsutil() natsutil.Config {
+	return natsutil.Config{
+		URL: c.URL, Listen: c.Listen, StoreDir: c.StoreDir, ServerName: c.ServerName, ConnectTimeout: c.ConnectTimeout,
+		Cluster: natsutil.ClusterConfig{Name: c.Cluster.Name, Listen: c.Cluster.Listen, Routes: c.Cluster.Routes},
+	}
 }
 
 // OverloadConfig configures the hub's overload control. The zero value
@@ -120,10 +171,10 @@ type DrainConfig struct {
 	Deadline time.Duration `yaml:"deadline"`
 }
 
-// Defaults returns a configuration that runs on loopback with an embedded
-// NATS server and no keys.
-func Defaults() Config {
-	return Config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", Admin: admin.Config{Addr: "127.0.0.1:9080"}}
+// DefaultConfig returns a configuration that runs on loopback with an
+// embedded NATS server and no keys.
+func DefaultConfig() Config {
+	return Config{Listen: "127.0.0.1:8080", GRPCListen: "127.0.0.1:8081", Admin: AdminConfig{Addr: "127.0.0.1:9080"}}
 }
 
 func (c SessionConfig) withDefaults() SessionConfig {
@@ -168,10 +219,10 @@ func (c *Config) Validate() error {
 			return config.Errorf("grpc_listen", "hub: %v", err)
 		}
 	}
-	if err := c.Admin.Validate(); err != nil {
+	if err := (admin.Config{Addr: c.Admin.Addr}).Validate(); err != nil {
 		return config.Field("admin.addr", err)
 	}
-	if err := c.NATS.Validate(); err != nil {
+	if err := c.NATS.natsutil().Validate(); err != nil {
 		return config.Field("nats", err)
 	}
 	if err := c.History.Validate(); err != nil {

@@ -206,7 +206,7 @@ func TestIdleChannelKeepsEpoch(t *testing.T) {
 		mod := func(c *Config, o *Options) {
 			c.History.Window = time.Second
 			c.History.MetaTTL = time.Hour
-			o.NATS = nc
+			o.NATS = nc.NC
 		}
 		a, b := startHub(t, mod), startHub(t, mod)
 		check(t, a, b, func() {

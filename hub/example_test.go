@@ -16,7 +16,7 @@ import (
 // subscribes and publishes over WebSocket.
 func Example() {
 	const secret = "example-secret-0123456789"
-	cfg := hub.Defaults()
+	cfg := hub.DefaultConfig()
 	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = "127.0.0.1:0", "", ""
 	cfg.Auth.Keys = []auth.KeyConfig{{Algorithm: "HS256", Secret: secret}}
 	h, err := hub.New(cfg, hub.Options{})

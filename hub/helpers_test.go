@@ -32,7 +32,7 @@ type testHub struct {
 // the config and options first.
 func startHub(t *testing.T, mod func(*Config, *Options)) *testHub {
 	t.Helper()
-	cfg := Defaults()
+	cfg := DefaultConfig()
 	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0", ""
 	cfg.Auth = auth.Config{
 		Keys:    []auth.KeyConfig{{Algorithm: "HS256", Secret: testSecret}},

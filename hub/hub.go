@@ -40,9 +40,11 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger receives the hub's logs; nil discards them.
 	Logger *slog.Logger
-	// NATS, when set, is used instead of connecting per Config.NATS; the
-	// hub does not close it.
-	NATS *natsutil.Conn
+	// NATS, when set, is the hub's NATS connection instead of one made per
+	// Config.NATS; the hub does not close it. The server behind it needs
+	// JetStream (for the history store "jetstream" and for ingest), and the
+	// hub's streams then use file storage, as on an external NATS.
+	NATS *nats.Conn
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Overload, when set, decides admission and shedding (see overload.go).
@@ -76,9 +78,11 @@ type Hub struct {
 	overload   Overload
 	limiter    *limit.Limiter // in-flight publishes; nil: none
 
-	nc     *natsutil.Conn
-	store  history.Store
-	runCtx context.Context // Run's context, for work started by nbio callbacks
+	nc          *nats.Conn          // set by run before ready
+	js          jetstream.JetStream // on nc
+	fileStorage bool                // streams on files: NATS keeps them
+	store       history.Store
+	runCtx      context.Context // Run's context, for work started by nbio callbacks
 
 	started  chan struct{}
 	done     chan struct{} // closed when Shutdown has finished draining
@@ -185,12 +189,18 @@ func (h *Hub) run(ctx context.Context) (err error) {
 			close(h.started)
 		}
 	}()
-	h.nc = h.opts.NATS
-	if h.nc == nil {
-		if h.nc, err = natsutil.Connect(ctx, h.cfg.NATS, "corral-hub-"+h.nodeID, h.log); err != nil {
+	if h.opts.NATS != nil {
+		if h.js, err = jetstream.New(h.opts.NATS); err != nil {
+			return fmt.Errorf("hub: jetstream: %w", err)
+		}
+		h.nc, h.fileStorage = h.opts.NATS, true
+	} else {
+		c, err := natsutil.Connect(ctx, h.cfg.NATS.natsutil(), "corral-hub-"+h.nodeID, h.log)
+		if err != nil {
 			return err
 		}
-		defer h.nc.Close()
+		defer c.Close()
+		h.nc, h.js, h.fileStorage = c.NC, c.JS, c.Persistent()
 	}
 	if err := h.openStores(ctx); err != nil {
 		return err
@@ -200,7 +210,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	for _, sh := range h.shards {
 		wg.Go(func() { h.runShard(ctx, sh) })
 	}
-	psub, err := h.nc.NC.QueueSubscribe(subjectPublish+">", "corral-hub", func(m *nats.Msg) { h.natsPublish(ctx, m) })
+	psub, err := h.nc.QueueSubscribe(subjectPublish+">", "corral-hub", func(m *nats.Msg) { h.natsPublish(ctx, m) })
 	if err != nil {
 		return fmt.Errorf("hub: publish API subscription: %w", err)
 	}
@@ -291,7 +301,7 @@ func (h *Hub) openStores(ctx context.Context) error {
 	case history.StoreMemory:
 		h.store = history.NewMemory(h.histCfg, history.MemoryOptions{Now: h.now})
 	default:
-		js := history.NewJetStream(h.histCfg, history.JetStreamOptions{JS: h.nc.JS, FileStorage: h.nc.Persistent()})
+		js := history.NewJetStream(h.histCfg, history.JetStreamOptions{JS: h.js, FileStorage: h.fileStorage})
 		if err := js.Open(ctx); err != nil {
 			return err
 		}
@@ -299,10 +309,10 @@ func (h *Hub) openStores(ctx context.Context) error {
 	}
 	if len(h.ingestCfg.Prefixes) > 0 {
 		storage := jetstream.MemoryStorage
-		if h.nc.Persistent() {
+		if h.fileStorage {
 			storage = jetstream.FileStorage
 		}
-		if _, err := natsutil.EnsureStream(ctx, h.nc.JS, jetstream.StreamConfig{
+		if _, err := natsutil.EnsureStream(ctx, h.js, jetstream.StreamConfig{
 			Name: h.ingestCfg.Stream, Description: "corral hub telemetry ingest",
 			Subjects: []string{subjectIngest + ">"}, MaxAge: h.ingestCfg.MaxAge, Storage: storage,
 			Replicas: h.histCfg.Replicas, Duplicates: 2 * time.Minute,
@@ -386,7 +396,7 @@ func (h *Hub) Ready() error {
 	if !h.ready.Load() {
 		return errors.New("hub: not started")
 	}
-	if h.nc != nil && !h.nc.NC.IsConnected() {
+	if !h.nc.IsConnected() {
 		return errors.New("hub: NATS disconnected")
 	}
 	return nil
@@ -631,7 +641,7 @@ func (h *Hub) publish(ctx context.Context, tenant, channel string, rank int, dat
 		if clientID != "" {
 			opts = append(opts, jetstream.WithMsgID(key+"/"+clientID))
 		}
-		ack, err := h.nc.JS.PublishMsg(ctx, m, opts...)
+		ack, err := h.js.PublishMsg(ctx, m, opts...)
 		if err != nil {
 			h.log.Warn("ingest failed", "channel", key, "err", err)
 			return nil, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "ingest unavailable"}
@@ -647,7 +657,7 @@ func (h *Hub) publish(ctx context.Context, tenant, channel string, rank int, dat
 		}
 		res = &corralv1.Published{Channel: channel, Epoch: m.Epoch, Offset: m.Offset, Duplicate: m.Duplicate}
 		if !m.Duplicate { // a duplicate (from another hub's publish) was announced by that hub
-			if err := h.nc.NC.PublishMsg(fanoutMsg(key, m)); err != nil {
+			if err := h.nc.PublishMsg(fanoutMsg(key, m)); err != nil {
 				// Stored but not announced: subscribers get it by backfill on
 				// the next message, or on resume.
 				h.log.Warn("fan-out failed", "channel", key, "err", err)

@@ -24,7 +24,7 @@ import (
 
 func TestPublishAPIs(t *testing.T) {
 	nc := sharedNATS(t)
-	th := startHub(t, func(_ *Config, o *Options) { o.NATS = nc })
+	th := startHub(t, func(_ *Config, o *Options) { o.NATS = nc.NC })
 	ctx := context.Background()
 	sub := dialClient(t, client.Config{Addrs: []string{th.wsAddr()}})
 	if _, err := sub.Subscribe(ctx, "feed"); err != nil {
@@ -76,7 +76,7 @@ func TestPublishAPIs(t *testing.T) {
 func TestIngestChannelsLandInJetStream(t *testing.T) {
 	nc := sharedNATS(t)
 	th := startHub(t, func(c *Config, o *Options) {
-		o.NATS = nc
+		o.NATS = nc.NC
 		c.Ingest.Prefixes = []string{"telemetry."}
 	})
 	ctx := context.Background()
@@ -157,7 +157,7 @@ func TestDrainSendsPacedGoAway(t *testing.T) {
 // (JetStream's message-id dedupe): same offset, stored and delivered once.
 func TestPublishDedupeAcrossHubs(t *testing.T) {
 	nc := sharedNATS(t)
-	mod := func(c *Config, o *Options) { o.NATS = nc }
+	mod := func(c *Config, o *Options) { o.NATS = nc.NC }
 	a, b := startHub(t, mod), startHub(t, mod)
 	ctx := context.Background()
 	sub := dialClient(t, client.Config{Addrs: []string{b.wsAddr()}})

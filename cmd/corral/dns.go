@@ -31,7 +31,7 @@ The admin listener serves /metrics, /healthz, /readyz, /debug/pprof/ and the
 health check status page at /health.`,
 		example:   "examples/dns.yaml",
 		envPrefix: "CORRAL_DNS",
-		defaults:  authdns.DefaultConfig,
+		defaults:  func() *authdns.Config { c := authdns.DefaultConfig(); return &c },
 		load:      authdns.LoadConfig,
 		addrs:     func(c *authdns.Config) (*string, *string) { return &c.Listen, &c.Admin.Addr },
 		run:       runDNS,
@@ -45,7 +45,7 @@ func runDNS(ctx context.Context, log *slog.Logger, cfg *authdns.Config, path str
 	if err != nil {
 		return err
 	}
-	adm := admin.New(cfg.Admin, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
+	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
 	adm.Handle("/health", srv.Checker().Handler())
 	if path != "" {
 		hup := make(chan os.Signal, 1)

@@ -35,7 +35,7 @@ hints, then exit when empty or at drain.deadline.
 The admin listener serves /metrics, /healthz, /readyz and /debug/pprof/.`,
 		example:   "examples/hub.yaml",
 		envPrefix: "CORRAL_HUB",
-		defaults:  func() *hub.Config { c := hub.Defaults(); return &c },
+		defaults:  func() *hub.Config { c := hub.DefaultConfig(); return &c },
 		addrs:     func(c *hub.Config) (*string, *string) { return &c.Listen, &c.Admin.Addr },
 		run:       runHub,
 	})
@@ -60,7 +60,7 @@ func runHub(ctx context.Context, log *slog.Logger, cfg *hub.Config, _ string) er
 	if err != nil {
 		return err
 	}
-	adm := admin.New(cfg.Admin, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
+	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
 	grace := cmp.Or(cfg.Drain.Deadline, hub.DefaultDrainDeadline)
 	return lifecycle.Run(ctx, log, grace+5*time.Second,
 		lifecycle.Named{Name: "hub", Part: srv},
