@@ -123,7 +123,9 @@ func (g *grpcService) Publish(ctx context.Context, req *corralv1.PublishRequest)
 	if err := h.codecCheck.CheckClientFrame(f); err != nil {
 		return nil, wire.CloseOf(err).Status().Err()
 	}
-	res, err := h.Publish(ctx, req.GetTenant(), p.GetChannel(), wire.Rank(p.GetPriority()), p.GetData(), p.GetClientMessageId(), "grpc")
+	res, err := h.publishVia(ctx, PublishRequest{
+		Tenant: req.GetTenant(), Channel: p.GetChannel(), Priority: p.GetPriority(), Data: p.GetData(), ClientMessageID: p.GetClientMessageId(),
+	}, "grpc")
 	if err != nil {
 		return nil, wire.CloseOf(err).Status().Err()
 	}

@@ -581,13 +581,38 @@ func (h *Hub) isIngest(channel string) bool {
 	return false
 }
 
+// PublishRequest is one message for Hub.Publish.
+type PublishRequest struct {
+	// Tenant owns the channel.
+	Tenant string
+	// Channel is the channel name, without the tenant.
+	Channel string
+	// Priority is the message's priority; the zero value means P2.
+	Priority wire.Priority
+	// Data is the payload.
+	Data []byte
+	// ClientMessageID, when set, makes a retried publish a duplicate within
+	// the history window.
+	ClientMessageID string
+}
+
 // Publish stores a message on the tenant's channel and fans it out to every
 // hub with subscribers, or, for an ingest channel, appends it to the ingest
-// stream. clientID, when set, makes a retried publish a duplicate within
-// the history window: on this hub (a map), and on every hub of the fleet
-// with the JetStream history (JetStream's message-id dedupe). api labels
-// the metrics. Errors are wire.Close values.
-func (h *Hub) Publish(ctx context.Context, tenant, channel string, rank int, data []byte, clientID, api string) (*corralv1.Published, error) {
+// stream. A request with a ClientMessageID already seen within the history
+// window is a duplicate: on this hub (a map), and on every hub of the fleet
+// with the JetStream history (JetStream's message-id dedupe). This is the
+// entry point of a program that embeds the hub; the publish APIs (HTTP,
+// gRPC, NATS) and sessions go through the same path. Errors are wire.Close
+// values.
+func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*corralv1.Published, error) {
+	return h.publishVia(ctx, req, "go")
+}
+
+// publishVia is Publish with the name of the API that carried the request,
+// for the metrics.
+func (h *Hub) publishVia(ctx context.Context, req PublishRequest, api string) (*corralv1.Published, error) {
+	tenant, channel, data, clientID := req.Tenant, req.Channel, req.Data, req.ClientMessageID
+	rank := wire.Rank(req.Priority)
 	if !auth.ValidTenant(tenant) {
 		return nil, wire.Close{Code: wire.CloseBadRequest, Text: "invalid tenant"}
 	}

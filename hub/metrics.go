@@ -43,7 +43,7 @@ var (
 	}
 	labelFrameTypes  = []string{"hello", "subscribe", "unsubscribe", "publish", "ack", "ping", "pong"}
 	labelDropped     = []string{"p1", "p2"} // P0 is never dropped: the session closes with 4000
-	labelAPIs        = []string{"session", "grpc", "http", "nats", "ingest"}
+	labelAPIs        = []string{"session", "grpc", "http", "nats", "go", "ingest"}
 	labelResumes     = []string{"recovered", "gap"}
 	labelSources     = []string{"recent", "store"}
 	labelShedActions = []string{"reject", "sever", "drain", "reject_publish"}
@@ -87,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_messages_dropped_total",
 			Help: "Channel messages dropped from full session queues (slow consumers), by priority (p1, p2; P0 is never dropped)."}, []string{"priority"}),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_published_total",
-			Help: "Messages published through this hub, by api (session, grpc, http, nats, ingest)."}, []string{"api"}),
+			Help: "Messages published through this hub, by api (session, grpc, http, nats, go for Hub.Publish, ingest)."}, []string{"api"}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_resumes_total",
 			Help: "Subscriptions that asked to resume, by result (recovered, gap)."}, []string{"result"}),
 		resumeSource: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_subscribe_sources_total",

@@ -120,18 +120,18 @@ func (h *Hub) httpPublish(w http.ResponseWriter, r *http.Request) {
 		fail(wire.Close{Code: wire.CloseTooBig, Text: "data larger than max_frame_bytes"})
 		return
 	}
-	rank := 2
+	prio := wire.P2
 	switch strings.ToLower(req.Priority) {
 	case "", "p2":
 	case "p1":
-		rank = 1
+		prio = wire.P1
 	case "p0":
-		rank = 0
+		prio = wire.P0
 	default:
 		fail(wire.Close{Code: wire.CloseBadRequest, Text: "priority: want p0, p1 or p2"})
 		return
 	}
-	res, err := h.Publish(r.Context(), req.Tenant, req.Channel, rank, data, req.ClientMessageID, "http")
+	res, err := h.publishVia(r.Context(), PublishRequest{Tenant: req.Tenant, Channel: req.Channel, Priority: prio, Data: data, ClientMessageID: req.ClientMessageID}, "http")
 	if err != nil {
 		fail(wire.CloseOf(err))
 		return
@@ -157,10 +157,10 @@ func (h *Hub) natsPublish(ctx context.Context, m *nats.Msg) {
 		reply(errorReply{Code: uint32(wire.CloseBadRequest), Error: "subject must be corral.publish.<tenant>.<channel>"})
 		return
 	}
-	rank := 2
+	prio := wire.P2
 	if m.Header != nil {
 		if p, err := strconv.Atoi(m.Header.Get(history.HeaderPriority)); err == nil && p >= 0 && p <= 2 {
-			rank = p
+			prio = wire.PriorityOfRank(p)
 		}
 	}
 	clientID := ""
@@ -169,7 +169,7 @@ func (h *Hub) natsPublish(ctx context.Context, m *nats.Msg) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	res, err := h.Publish(pctx, tenant, channel, rank, m.Data, clientID, "nats")
+	res, err := h.publishVia(pctx, PublishRequest{Tenant: tenant, Channel: channel, Priority: prio, Data: m.Data, ClientMessageID: clientID}, "nats")
 	if err != nil {
 		c := wire.CloseOf(err)
 		reply(errorReply{Code: uint32(c.Code), Error: c.Text})

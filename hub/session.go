@@ -548,7 +548,9 @@ func (s *session) publish(ctx context.Context, id uint64, p *corralv1.Publish) {
 		s.errorReply(id, wire.Close{Code: wire.ClosePolicyViolation, Text: "priority above the token's"})
 		return
 	}
-	res, err := h.Publish(ctx, s.grant.tenant, p.GetChannel(), rank, p.GetData(), p.GetClientMessageId(), "session")
+	res, err := h.publishVia(ctx, PublishRequest{
+		Tenant: s.grant.tenant, Channel: p.GetChannel(), Priority: p.GetPriority(), Data: p.GetData(), ClientMessageID: p.GetClientMessageId(),
+	}, "session")
 	if err != nil {
 		s.errorReply(id, wire.CloseOf(err))
 		return

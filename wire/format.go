@@ -69,6 +69,17 @@ func (f Format) String() string {
 	return "invalid"
 }
 
+// Priority is the priority of a session or a message: the protocol's enum.
+// The zero value, PRIORITY_UNSPECIFIED, reads as P2 (see Rank).
+type Priority = corralv1.Priority
+
+// The priorities, most important first.
+const (
+	P0 Priority = corralv1.Priority_PRIORITY_P0
+	P1 Priority = corralv1.Priority_PRIORITY_P1
+	P2 Priority = corralv1.Priority_PRIORITY_P2
+)
+
 // Rank orders priorities for comparisons: 0 for P0 (most important), 1 for
 // P1, 2 for P2 and for PRIORITY_UNSPECIFIED, and 3 for any value outside
 // the enum (which CheckClientFrame rejects).
