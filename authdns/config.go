@@ -77,7 +77,9 @@ type Config struct {
 }
 
 // RRLConfig is response rate limiting of UDP answers, per source prefix
-// (NSD's scheme). TCP is never limited.
+// (NSD's scheme), with one budget per bucket: answers by query name and
+// type, wildcard answers by the wildcard, negative answers by the zone,
+// errors by the prefix alone. TCP is never limited.
 type RRLConfig struct {
 	// Enabled turns rate limiting on (on in DefaultConfig).
 	Enabled bool `yaml:"enabled"`

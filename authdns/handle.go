@@ -38,6 +38,10 @@ type worker struct {
 	policy   int // policy index of the answer + 1, 0 for none
 	failOpen bool
 	zone     *zone // the zone of a transfer
+	// rrlClass and rrlName are the rate-limiting bucket of the response
+	// (see limiter.key): set by resolve, an error without a name otherwise.
+	rrlClass uint8
+	rrlName  []byte
 }
 
 func newWorker(s *Server, st *stats, seed uint64) *worker {
@@ -72,6 +76,7 @@ func (w *worker) serve(req []byte, client netip.Addr, tcp bool, out []byte) ([]b
 	}
 	w.m.start(out, q, responseLimit(st, q, tcp))
 	w.scope, w.policy, w.failOpen = 0, 0, false
+	w.rrlClass, w.rrlName = rrlError, nil
 	rcode := rcodeNoError
 	switch pr {
 	case parseFormErr:
@@ -87,8 +92,8 @@ func (w *worker) serve(req []byte, client netip.Addr, tcp bool, out []byte) ([]b
 		w.st.count(q.qtype, rcodeNoError, 0, 0, false)
 		return nil, outTransfer
 	}
-	if !tcp && st.rrl != nil && pr == parseOK {
-		switch st.rrl.allow(client, q, rcode, w.srv.now()) {
+	if !tcp && st.rrl != nil {
+		switch st.rrl.allow(client, w.rrlClass, q.qtype, w.rrlName, w.srv.now()) {
 		case rrlDrop:
 			w.st.rrlDropped.Add(1)
 			return nil, outDrop
@@ -146,7 +151,15 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 		n, key := w.lookup(z, cur, zoff)
 		if n == nil {
 			w.authoritySOA(z, cur, curOff)
+			w.rrlClass, w.rrlName = rrlNXDomain, z.origin
 			return rcodeNXDomain
+		}
+		if hops == 0 {
+			// A random name under a wildcard is one bucket: the wildcard.
+			w.rrlClass, w.rrlName = rrlAnswer, q.name
+			if key != nil {
+				w.rrlClass, w.rrlName = rrlWildcard, n.name
+			}
 		}
 		for _, p := range seen[:hops] {
 			if p == n {
@@ -169,6 +182,7 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 		cs := n.set(typeCNAME)
 		if cs == nil {
 			w.authoritySOA(z, cur, curOff)
+			w.rrlClass, w.rrlName = rrlNoData, z.origin
 			return rcodeNoError // NODATA
 		}
 		i, rd := w.addSet(cs, curOff, key, q, client)

@@ -20,7 +20,7 @@ const (
 )
 
 // limiter is response rate limiting per source prefix, response class and
-// name, in one-second windows (NSD's scheme without its smoothing). It is
+// name (see key), in one-second windows (NSD's scheme without its smoothing). It is
 // safe for concurrent use and lock-free.
 type limiter struct {
 	rate       uint32
@@ -43,15 +43,34 @@ func newLimiter(c RRLConfig, start time.Time) *limiter {
 	}
 }
 
-// allow decides for one response to client; rcode classifies it (answers,
-// NXDOMAIN and errors have separate budgets) together with the query name.
-func (l *limiter) allow(client netip.Addr, q *query, rcode int, now time.Time) int {
-	return l.allowKey(l.key(client, q, rcode), now)
+// Response classes of rate limiting. Each has its own budget, and its own
+// rule for the name in the bucket (BIND's and NSD's): a flood of random
+// names must land in one bucket, or it is never limited.
+const (
+	// rrlAnswer is a positive answer, by query name and type.
+	rrlAnswer = iota
+	// rrlWildcard is an answer synthesized from a wildcard, by the
+	// wildcard's owner ("*.tenants.example") and type.
+	rrlWildcard
+	// rrlNXDomain and rrlNoData are negative answers, by zone apex.
+	rrlNXDomain
+	rrlNoData
+	// rrlError is every error (REFUSED outside the zones, FORMERR, NOTIMP,
+	// ...), by source prefix alone.
+	rrlError
+)
+
+// allow decides for one response of class to client; name is the name of
+// its bucket (nil for errors) and qtype the query type.
+func (l *limiter) allow(client netip.Addr, class uint8, qtype uint16, name []byte, now time.Time) int {
+	return l.allowKey(l.key(client, class, qtype, name), now)
 }
 
-// key hashes the bucket of a response.
-func (l *limiter) key(client netip.Addr, q *query, rcode int) uint64 {
-	var b [32]byte
+// key hashes the bucket of a response: the client's prefix, the class, and
+// for answers the type and the name; negative answers and errors do not
+// take the type either, so that random types make no new buckets.
+func (l *limiter) key(client netip.Addr, class uint8, qtype uint16, name []byte) uint64 {
+	var b [19]byte
 	client = client.Unmap()
 	bits := l.v6
 	if client.Is4() {
@@ -60,20 +79,17 @@ func (l *limiter) key(client netip.Addr, q *query, rcode int) uint64 {
 	p, _ := client.Prefix(bits)
 	a := p.Addr().As16()
 	copy(b[:], a[:])
-	class := byte(0)
-	switch rcode {
-	case rcodeNoError:
-	case rcodeNXDomain:
-		class = 1
-	default:
-		class = 2
-	}
 	b[16] = class
-	binary.BigEndian.PutUint16(b[17:], q.qtype)
+	switch class {
+	case rrlAnswer, rrlWildcard:
+		binary.BigEndian.PutUint16(b[17:], qtype)
+	case rrlError:
+		name = nil
+	}
 	var h maphash.Hash
 	h.SetSeed(l.seed)
-	_, _ = h.Write(b[:19])
-	_, _ = h.Write(q.name)
+	_, _ = h.Write(b[:])
+	_, _ = h.Write(name)
 	return h.Sum64()
 }
 
