@@ -64,7 +64,8 @@ func TestCNAMELoopsRefusedAtLoad(t *testing.T) {
 			if tc.other != "" {
 				text += otherZone + strings.TrimPrefix(tc.other, "\n") + "\n"
 			}
-			err := config.Decode("test.yaml", []byte(text), DefaultConfig(), config.Options{})
+			cfg := DefaultConfig()
+			err := config.Decode("test.yaml", []byte(text), &cfg, config.Options{})
 			if err == nil {
 				t.Fatal("a CNAME loop was accepted")
 			}
