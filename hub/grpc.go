@@ -119,10 +119,7 @@ func (g *grpcService) Publish(ctx context.Context, req *corralv1.PublishRequest)
 		return nil, wire.CloseOf(err).Status().Err()
 	}
 	p := req.GetPublish()
-	f := &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Publish{Publish: p}}
-	if err := h.codecCheck.CheckClientFrame(f); err != nil {
-		return nil, wire.CloseOf(err).Status().Err()
-	}
+	// publishVia validates the publish, as for every publish path.
 	res, err := h.publishVia(ctx, PublishRequest{
 		Tenant: req.GetTenant(), Channel: p.GetChannel(), Priority: p.GetPriority(), Data: p.GetData(), ClientMessageID: p.GetClientMessageId(),
 	}, "grpc")

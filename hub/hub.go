@@ -613,14 +613,8 @@ func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*corralv1.Publis
 func (h *Hub) publishVia(ctx context.Context, req PublishRequest, api string) (*corralv1.Published, error) {
 	tenant, channel, data, clientID := req.Tenant, req.Channel, req.Data, req.ClientMessageID
 	rank := wire.Rank(req.Priority)
-	if !auth.ValidTenant(tenant) {
-		return nil, wire.Close{Code: wire.CloseBadRequest, Text: "invalid tenant"}
-	}
-	if !wire.ValidChannel(channel) {
-		return nil, wire.Close{Code: wire.CloseBadRequest, Text: "invalid channel"}
-	}
-	if rank < 0 || rank > 2 {
-		return nil, wire.Close{Code: wire.CloseBadRequest, Text: "invalid priority"}
+	if err := h.checkPublish(req); err != nil {
+		return nil, err
 	}
 	if h.limiter != nil {
 		tok, ok := h.limiter.TryAcquirePriority(limit.Priority(rank))
@@ -641,6 +635,28 @@ func (h *Hub) publishVia(ctx context.Context, req PublishRequest, api string) (*
 		return res, err
 	}
 	return h.publish(ctx, tenant, channel, rank, data, clientID, api)
+}
+
+// checkPublish is the one validation of every publish path (an embedding
+// program, session, gRPC, HTTP, NATS): they all come through publishVia,
+// which calls it before the limiter and the store, so a client's mistake
+// is a 4004 (or 1009) naming the field, never a store error or a limiter
+// drop. The rules beyond the tenant are wire's (Codec.CheckPublish), the
+// same that CheckClientFrame applies to a session's Publish frame.
+func (h *Hub) checkPublish(req PublishRequest) error {
+	if !auth.ValidTenant(req.Tenant) {
+		return wire.Close{Code: wire.CloseBadRequest, Text: "tenant: " + strconv.Quote(truncate(req.Tenant, 70)) + " is not 1 to 64 letters, digits, '_' or '-'"}
+	}
+	p := corralv1.Publish{Channel: req.Channel, Priority: req.Priority, Data: req.Data, ClientMessageId: req.ClientMessageID}
+	return h.codecCheck.CheckPublish(&p)
+}
+
+// truncate shortens s to at most n bytes, for error texts that quote input.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 func (h *Hub) publish(ctx context.Context, tenant, channel string, rank int, data []byte, clientID, api string) (*corralv1.Published, error) {

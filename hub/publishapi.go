@@ -116,21 +116,12 @@ func (h *Hub) httpPublish(w http.ResponseWriter, r *http.Request) {
 	if req.DataBase64 != nil {
 		data = req.DataBase64
 	}
-	if len(data) > maxData {
-		fail(wire.Close{Code: wire.CloseTooBig, Text: "data larger than max_frame_bytes"})
-		return
-	}
-	prio := wire.P2
-	switch strings.ToLower(req.Priority) {
-	case "", "p2":
-	case "p1":
-		prio = wire.P1
-	case "p0":
-		prio = wire.P0
-	default:
+	prio, ok := parsePriority(req.Priority)
+	if !ok {
 		fail(wire.Close{Code: wire.CloseBadRequest, Text: "priority: want p0, p1 or p2"})
 		return
 	}
+	// publishVia validates the rest, as for every publish path.
 	res, err := h.publishVia(r.Context(), PublishRequest{Tenant: req.Tenant, Channel: req.Channel, Priority: prio, Data: data, ClientMessageID: req.ClientMessageID}, "http")
 	if err != nil {
 		fail(wire.CloseOf(err))
@@ -139,9 +130,23 @@ func (h *Hub) httpPublish(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, publishReply{Channel: res.Channel, Epoch: res.Epoch, Offset: res.Offset, Duplicate: res.Duplicate})
 }
 
+// parsePriority reads the priority of a publish API: "p0", "p1", "p2" (any
+// case) or the rank digit, "" for the default P2.
+func parsePriority(v string) (p wire.Priority, ok bool) {
+	switch strings.ToLower(v) {
+	case "", "p2", "2":
+		return wire.P2, true
+	case "p1", "1":
+		return wire.P1, true
+	case "p0", "0":
+		return wire.P0, true
+	}
+	return wire.P2, false
+}
+
 // natsPublish is the plain-NATS publish API: the payload of a message on
 // corral.publish.<tenant>.<channel> is published with the priority of its
-// Corral-Priority header (default 2) and the id of its Corral-Client-Id
+// Corral-Priority header (0, 1, 2 or p0, p1, p2; default 2) and the id of its Corral-Client-Id
 // header. Requests (with a reply subject) get the JSON publish reply. NATS
 // access is trusted: whoever can publish on the subject is a backend.
 func (h *Hub) natsPublish(ctx context.Context, m *nats.Msg) {
@@ -157,14 +162,13 @@ func (h *Hub) natsPublish(ctx context.Context, m *nats.Msg) {
 		reply(errorReply{Code: uint32(wire.CloseBadRequest), Error: "subject must be corral.publish.<tenant>.<channel>"})
 		return
 	}
-	prio := wire.P2
+	prio, clientID := wire.P2, ""
 	if m.Header != nil {
-		if p, err := strconv.Atoi(m.Header.Get(history.HeaderPriority)); err == nil && p >= 0 && p <= 2 {
-			prio = wire.PriorityOfRank(p)
+		var ok bool
+		if prio, ok = parsePriority(m.Header.Get(history.HeaderPriority)); !ok {
+			reply(errorReply{Code: uint32(wire.CloseBadRequest), Error: "priority: header " + history.HeaderPriority + " must be 0, 1, 2, p0, p1 or p2"})
+			return
 		}
-	}
-	clientID := ""
-	if m.Header != nil {
 		clientID = m.Header.Get(history.HeaderClientID)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

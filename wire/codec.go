@@ -201,16 +201,7 @@ func (c *Codec) CheckClientFrame(f *corralv1.ClientFrame) error {
 	case *corralv1.ClientFrame_Unsubscribe:
 		return c.checkChannel("unsubscribe.channel", fr.Unsubscribe.GetChannel())
 	case *corralv1.ClientFrame_Publish:
-		p := fr.Publish
-		if err := c.checkChannel("publish.channel", p.GetChannel()); err != nil {
-			return err
-		}
-		if err := checkPriority("publish.priority", p.GetPriority()); err != nil {
-			return err
-		}
-		if len(p.GetClientMessageId()) > lim.MaxIDBytes {
-			return badRequest("publish.client_message_id", "too long")
-		}
+		return c.checkPublish("publish.", fr.Publish)
 	case *corralv1.ClientFrame_Ack:
 		if err := c.checkChannel("ack.channel", fr.Ack.GetChannel()); err != nil {
 			return err
@@ -219,6 +210,32 @@ func (c *Codec) CheckClientFrame(f *corralv1.ClientFrame) error {
 			return badRequest("ack.epoch", "too long")
 		}
 	case *corralv1.ClientFrame_Ping, *corralv1.ClientFrame_Pong:
+	}
+	return nil
+}
+
+// CheckPublish checks a publish against the codec's limits, whichever way
+// it came: a session's Publish frame (CheckClientFrame calls it) or a
+// backend's publish API (HTTP, gRPC, NATS). It checks the channel (length
+// and ValidChannel), the priority, the length of client_message_id and the
+// size of the data (at most MaxFrameBytes: a larger message could never be
+// delivered in a frame). It returns nil or a Close with CloseBadRequest
+// (CloseTooBig for the data) whose text starts with the field's name:
+// "channel: longer than 200 bytes".
+func (c *Codec) CheckPublish(p *corralv1.Publish) error { return c.checkPublish("", p) }
+
+func (c *Codec) checkPublish(prefix string, p *corralv1.Publish) error {
+	if err := c.checkChannel(prefix+"channel", p.GetChannel()); err != nil {
+		return err
+	}
+	if err := checkPriority(prefix+"priority", p.GetPriority()); err != nil {
+		return err
+	}
+	if n := len(p.GetClientMessageId()); n > c.cfg.MaxIDBytes {
+		return badRequest(prefix+"client_message_id", strconv.Itoa(n)+" bytes, longer than "+strconv.Itoa(c.cfg.MaxIDBytes))
+	}
+	if n := len(p.GetData()); n > c.cfg.MaxFrameBytes {
+		return Close{Code: CloseTooBig, Text: prefix + "data: " + strconv.Itoa(n) + " bytes, larger than max_frame_bytes " + strconv.Itoa(c.cfg.MaxFrameBytes)}
 	}
 	return nil
 }

@@ -361,3 +361,41 @@ func TestRank(t *testing.T) {
 		t.Error("an out-of-range rank is not P2")
 	}
 }
+
+func TestCheckPublish(t *testing.T) {
+	c := mustCodec(t, FormatProto, Config{MaxChannelBytes: 10, MaxIDBytes: 4, MaxFrameBytes: 1024})
+	cases := []struct {
+		name  string
+		p     *corralv1.Publish
+		want  CloseCode // 0: accepted
+		field string    // the field the text starts with
+	}{
+		{name: "valid", p: &corralv1.Publish{Channel: "a.b", ClientMessageId: "1234", Data: make([]byte, 1024)}},
+		{name: "channel one byte too long", p: &corralv1.Publish{Channel: "abcdefghijk"}, want: CloseBadRequest, field: "channel"},
+		{name: "channel grammar", p: &corralv1.Publish{Channel: "a..b"}, want: CloseBadRequest, field: "channel"},
+		{name: "unknown priority", p: &corralv1.Publish{Channel: "a", Priority: 9}, want: CloseBadRequest, field: "priority"},
+		{name: "id too long", p: &corralv1.Publish{Channel: "a", ClientMessageId: "12345"}, want: CloseBadRequest, field: "client_message_id"},
+		{name: "data too big", p: &corralv1.Publish{Channel: "a", Data: make([]byte, 1025)}, want: CloseTooBig, field: "data"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.CheckPublish(tc.p)
+			if tc.want == 0 {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				return
+			}
+			var cl Close
+			if !errors.As(err, &cl) || cl.Code != tc.want || !strings.HasPrefix(cl.Text, tc.field+": ") {
+				t.Fatalf("err %v, want close %v naming %q", err, tc.want, tc.field)
+			}
+			// The same publish in a session's frame: the same rule, the
+			// field named under publish.
+			f := &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Publish{Publish: tc.p}}
+			if err := c.CheckClientFrame(f); !errors.As(err, &cl) || cl.Code != tc.want || !strings.HasPrefix(cl.Text, "publish."+tc.field+": ") {
+				t.Fatalf("CheckClientFrame: %v, want close %v naming publish.%s", err, tc.want, tc.field)
+			}
+		})
+	}
+}
