@@ -32,6 +32,13 @@ type testHub struct {
 // the config and options first.
 func startHub(t *testing.T, mod func(*Config, *Options)) *testHub {
 	t.Helper()
+	return startHubSet(t, mod, nil)
+}
+
+// startHubSet is startHub with set applied to the hub before it runs (for
+// test hooks).
+func startHubSet(t *testing.T, mod func(*Config, *Options), set func(*Hub)) *testHub {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0", ""
 	cfg.Auth = auth.Config{
@@ -48,6 +55,9 @@ func startHub(t *testing.T, mod func(*Config, *Options)) *testHub {
 	h, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if set != nil {
+		set(h)
 	}
 	th := &testHub{Hub: h, reg: reg, errc: make(chan error, 1)}
 	go func() { th.errc <- h.Run(context.Background()) }()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lesismal/nbio/nbhttp"
+	nbws "github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,6 +105,8 @@ type Hub struct {
 	dedupe map[string]dedupeEntry
 
 	grants grants
+
+	testHookWSOpen func(*wsEarly, *nbws.Conn) // tests: runs first in OnOpen
 }
 
 type dedupeEntry struct {

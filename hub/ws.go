@@ -153,10 +153,10 @@ func (h *Hub) newWSEngine() (*nbhttp.Engine, *nbws.Upgrader) {
 	up.KeepaliveTime = 0 // idle sessions are kept by the hub's pings
 	up.HandshakeTimeout = h.sess.HandshakeTimeout
 	up.MessageLengthLimit = h.codecCheck.Config().MaxFrameBytes
-	early := &wsEarly{m: make(map[*nbws.Conn]*frameTrack)}
+	early := &wsEarly{m: make(map[*nbws.Conn]*earlyConn)}
 	engine.OnData(func(c *nbio.Conn, data []byte) { h.wsData(early, c, data) })
 	up.OnOpen(func(c *nbws.Conn) { h.wsOpen(early, c) })
-	up.OnMessage(h.wsMessage)
+	up.OnMessage(func(c *nbws.Conn, mt nbws.MessageType, data []byte) { h.wsMessage(early, c, mt, data) })
 	up.OnClose(func(c *nbws.Conn, err error) {
 		early.forget(c)
 		h.wsClosed(c, err)
@@ -180,7 +180,12 @@ func (h *Hub) serveWS(up *nbws.Upgrader) http.HandlerFunc {
 	}
 }
 
+// wsOpen runs after nbio has written the 101 answer: it makes the session
+// and hands it what was read before (wsEarly).
 func (h *Hub) wsOpen(early *wsEarly, c *nbws.Conn) {
+	if h.testHookWSOpen != nil {
+		h.testHookWSOpen(early, c)
+	}
 	format, err := wire.ParseSubprotocol(c.Subprotocol())
 	if err != nil {
 		early.forget(c)
@@ -190,17 +195,34 @@ func (h *Hub) wsOpen(early *wsEarly, c *nbws.Conn) {
 	}
 	t := &wsTransport{conn: c, codec: h.codecs[format], timeoutMS: msTimeout(h.sess.WriteTimeout)}
 	s := h.newSession(t)
-	if v := early.open(c, s, t); v != frameOK {
-		s.close(wire.Close{Code: wire.CloseProtocolError, Text: v.reason()}, false)
+	for {
+		held, v := early.open(c, s, t)
+		if len(held) == 0 {
+			if v != frameOK {
+				s.close(wire.Close{Code: wire.CloseProtocolError, Text: v.reason()}, false)
+			}
+			return
+		}
+		for _, m := range held {
+			h.wsHandle(s, t, m.mt, m.data)
+		}
 	}
 }
 
-func (h *Hub) wsMessage(c *nbws.Conn, mt nbws.MessageType, data []byte) {
+// wsMessage is nbio's message handler. A message read before OnOpen has
+// set the session is held for it (wsEarly).
+func (h *Hub) wsMessage(early *wsEarly, c *nbws.Conn, mt nbws.MessageType, data []byte) {
 	s, ok := c.SessionWithLock().(*session)
 	if !ok {
-		return
+		if s = early.hold(c, mt, data); s == nil {
+			return
+		}
 	}
-	t := s.tr.(*wsTransport)
+	h.wsHandle(s, s.tr.(*wsTransport), mt, data)
+}
+
+// wsHandle decodes one message of session s and handles it.
+func (h *Hub) wsHandle(s *session, t *wsTransport, mt nbws.MessageType, data []byte) {
 	binary := t.codec.Format().Binary()
 	if (mt == nbws.BinaryMessage) != binary {
 		code := wire.CloseProtocolError

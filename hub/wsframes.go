@@ -211,14 +211,41 @@ func (f *frameTrack) frame() frameVerdict {
 	return frameOK // control frames may be empty
 }
 
-// wsEarly holds the frame trackers of connections whose first bytes were
-// read before the hub had set their session (nbio starts reading as soon as
-// it has the connection; the session is set in OnOpen, after the 101
-// answer went out). An entry lives from that first read to OnOpen. Its
-// methods are safe for concurrent use.
+// wsEarly holds what arrives on a connection before the hub has set its
+// session. nbio's upgrader adds the connection to the poller and writes the
+// 101 answer before it calls OnOpen, so a client that sends its Hello as
+// soon as it reads the 101 can have it read, parsed and handed to
+// OnMessage while OnOpen has not run yet (about 1 in 10,000 set-ups under a
+// dial storm). An entry lives from the first bytes read to the end of
+// OnOpen: it follows the frames (frameTrack) and holds the messages, which
+// OnOpen handles, in order, before it sets the session. Its methods are
+// safe for concurrent use.
 type wsEarly struct {
 	mu sync.Mutex
-	m  map[*nbws.Conn]*frameTrack
+	m  map[*nbws.Conn]*earlyConn
+}
+
+// earlyConn is what wsEarly holds for one connection.
+type earlyConn struct {
+	frames frameTrack
+	held   []heldMessage
+}
+
+// heldMessage is a message read before OnOpen (its payload copied: nbio
+// reuses the buffer after OnMessage returns).
+type heldMessage struct {
+	mt   nbws.MessageType
+	data []byte
+}
+
+// entry returns c's entry, made on first use; e.mu is held.
+func (e *wsEarly) entry(c *nbws.Conn) *earlyConn {
+	ec := e.m[c]
+	if ec == nil {
+		ec = new(earlyConn)
+		e.m[c] = ec
+	}
+	return ec
 }
 
 // feed follows data read from c, from the session's tracker when the
@@ -232,33 +259,50 @@ func (e *wsEarly) feed(c *nbws.Conn, data []byte) (*session, frameVerdict) {
 	if s, ok := c.SessionWithLock().(*session); ok { // set meanwhile
 		return s, s.tr.(*wsTransport).frames.feed(data)
 	}
-	f := e.m[c]
-	if f == nil {
-		f = new(frameTrack)
-		e.m[c] = f
-	}
-	if v := f.feed(data); v != frameOK {
+	if v := e.entry(c).frames.feed(data); v != frameOK {
 		return nil, frameDead // reported by open
 	}
 	return nil, frameOK
 }
 
-// open moves c's early tracker, if any, to t and sets c's session to s. It
-// returns the violation the early bytes held, if any.
-func (e *wsEarly) open(c *nbws.Conn, s *session, t *wsTransport) frameVerdict {
+// hold keeps a message of c read before its session was set, for open to
+// hand over. It returns the session instead when it was set meanwhile.
+func (e *wsEarly) hold(c *nbws.Conn, mt nbws.MessageType, data []byte) *session {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	v := frameOK
-	if f := e.m[c]; f != nil {
-		t.frames = *f
-		delete(e.m, c)
-		v = f.failed()
+	if s, ok := c.SessionWithLock().(*session); ok {
+		return s
 	}
-	c.SetSession(s)
-	return v
+	ec := e.entry(c)
+	ec.held = append(ec.held, heldMessage{mt: mt, data: append([]byte(nil), data...)})
+	return nil
 }
 
-// forget drops c's early tracker.
+// open hands c over to its session s (transport t). While messages are
+// held it returns them, and the caller handles them and calls open again;
+// when none are left it moves c's early tracker to t, sets c's session
+// and returns the violation the early bytes held, if any. A message that
+// arrives meanwhile is held (the session is not set yet), so the session
+// sees every message, in order, and one at a time.
+func (e *wsEarly) open(c *nbws.Conn, s *session, t *wsTransport) ([]heldMessage, frameVerdict) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ec := e.m[c]
+	if ec == nil {
+		c.SetSession(s)
+		return nil, frameOK
+	}
+	if held := ec.held; len(held) > 0 {
+		ec.held = nil
+		return held, frameOK
+	}
+	t.frames = ec.frames
+	delete(e.m, c)
+	c.SetSession(s)
+	return nil, t.frames.failed()
+}
+
+// forget drops c's early entry.
 func (e *wsEarly) forget(c *nbws.Conn) {
 	e.mu.Lock()
 	delete(e.m, c)

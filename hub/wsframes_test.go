@@ -364,7 +364,7 @@ func TestWSFramingEndToEnd(t *testing.T) {
 // TestWSEarlyBytes checks the bytes nbio reads before OnOpen: they are
 // tracked, and the tracker moves to the session, split header and all.
 func TestWSEarlyBytes(t *testing.T) {
-	early := &wsEarly{m: make(map[*nbws.Conn]*frameTrack)}
+	early := &wsEarly{m: make(map[*nbws.Conn]*earlyConn)}
 	stream := cat(clientFrame(2, true, true, make([]byte, 300)), clientFrame(2, true, true, nil))
 	c := new(nbws.Conn)
 	if s, v := early.feed(c, stream[:3]); s != nil || v != frameOK {
@@ -372,8 +372,8 @@ func TestWSEarlyBytes(t *testing.T) {
 	}
 	tr := &wsTransport{}
 	s := &session{tr: tr}
-	if v := early.open(c, s, tr); v != frameOK {
-		t.Fatalf("open: %v", v)
+	if held, v := early.open(c, s, tr); len(held) != 0 || v != frameOK {
+		t.Fatalf("open: %d held, %v", len(held), v)
 	}
 	if len(early.m) != 0 {
 		t.Fatal("early tracker kept after open")
@@ -388,7 +388,7 @@ func TestWSEarlyBytes(t *testing.T) {
 		t.Fatalf("early violation: %v, want frameDead (reported by open)", v)
 	}
 	tr2 := &wsTransport{}
-	if v := early.open(bad, &session{tr: tr2}, tr2); v != frameUnmasked {
+	if _, v := early.open(bad, &session{tr: tr2}, tr2); v != frameUnmasked {
 		t.Fatalf("open after an early violation: %v, want frameUnmasked", v)
 	}
 
