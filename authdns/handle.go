@@ -42,10 +42,20 @@ type worker struct {
 	// (see limiter.key): set by resolve, an error without a name otherwise.
 	rrlClass uint8
 	rrlName  []byte
+	// extra are the records of the answer whose targets may have addresses
+	// for the additional section.
+	extra []extraRef
 }
 
+// extraRef is an answered record that points to a name: its index in its
+// set and the offset of its rdata in the message.
+type extraRef struct{ i, rd int }
+
+// maxExtraNames bounds the names whose addresses one answer adds.
+const maxExtraNames = 32
+
 func newWorker(s *Server, st *stats, seed uint64) *worker {
-	return &worker{srv: s, st: st, rng: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15), dst: make([]int, 0, answer.MaxRecords)}
+	return &worker{srv: s, st: st, rng: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15), dst: make([]int, 0, answer.MaxRecords), extra: make([]extraRef, 0, maxExtraNames)}
 }
 
 // handle answers the packet req from client into out and returns the
@@ -77,6 +87,7 @@ func (w *worker) serve(req []byte, client netip.Addr, tcp bool, out []byte) ([]b
 	w.m.start(out, q, responseLimit(st, q, tcp))
 	w.scope, w.policy, w.failOpen = 0, 0, false
 	w.rrlClass, w.rrlName = rrlError, nil
+	w.extra = w.extra[:0]
 	rcode := rcodeNoError
 	switch pr {
 	case parseFormErr:
@@ -177,6 +188,7 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 		}
 		if set != nil {
 			w.addSet(set, curOff, key, q, client)
+			w.additionals(st, set, q, client)
 			return rcodeNoError
 		}
 		cs := n.set(typeCNAME)
@@ -259,6 +271,7 @@ func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.
 	if set.rtype == typeCNAME && len(idx) > 1 {
 		idx = idx[:1] // a name has one canonical name
 	}
+	named := set.rtype != typeCNAME && len(set.targets) > 0
 	first, rd := -1, -1
 	for j, i := range idx {
 		off := w.m.add(ptr, set.rrs[i], false)
@@ -268,8 +281,69 @@ func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.
 		if j == 0 {
 			first, rd = i, off
 		}
+		if named && len(w.extra) < cap(w.extra) {
+			w.extra = append(w.extra, extraRef{i, off})
+		}
 	}
 	return first, rd
+}
+
+// additionals adds to the additional section the A and AAAA records of
+// the names the answered NS, MX or SRV records of set point to, when a
+// served zone has them (RFC 1034 section 4.3.2 step 6: in-zone glue of
+// name servers, addresses of mail exchanges and services), each name once,
+// chosen by their own policies. They go in while they fit: the response is
+// never truncated for them.
+func (w *worker) additionals(st *state, set *rrset, q *query, client netip.Addr) {
+	field := targetField[set.rtype]
+	for j, e := range w.extra {
+		t := set.targets[e.i]
+		dup := false
+		for _, p := range w.extra[:j] {
+			if string(set.targets[p.i]) == string(t) {
+				dup = true
+				break
+			}
+		}
+		if dup {
+			continue
+		}
+		z, zoff := st.zones.find(t)
+		if z == nil {
+			continue
+		}
+		n, key := w.lookup(z, t, zoff)
+		if n == nil {
+			continue
+		}
+		for _, typ := range [2]uint16{typeA, typeAAAA} {
+			if as := n.set(typ); as != nil && !w.addExtraSet(as, e.rd+field, key, q, client) {
+				return
+			}
+		}
+	}
+}
+
+// addExtraSet selects the records of set for q and adds them to the
+// additional section, owned by the name at ptr; it reports whether they
+// all fitted.
+func (w *worker) addExtraSet(set *rrset, ptr int, key []byte, q *query, client netip.Addr) bool {
+	aq := answer.Query{Client: client}
+	if q.ecs {
+		aq.Subnet = q.ecsPrefix
+	}
+	if len(key) > 0 {
+		aq.Key = unsafe.String(&key[0], len(key))
+	}
+	idx, res := set.sel.Select(w.dst, aq, w.srv.healthView(), w.rng)
+	w.failOpen = w.failOpen || res.FailOpen
+	w.scope = max(w.scope, res.Scope)
+	for _, i := range idx {
+		if !w.m.addAdditional(ptr, set.rrs[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // authoritySOA adds the SOA of z to the authority section; cur is the name

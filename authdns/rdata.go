@@ -145,6 +145,26 @@ func packRR(r dns.RR, t uint16, ttl uint32) ([]byte, error) {
 	return b[1:n:n], nil
 }
 
+// targetField is the offset in the rdata of the domain name a record of
+// each type points to: the CNAME target, the name server, the mail
+// exchange, the SRV target.
+var targetField = map[uint16]int{typeCNAME: 0, typeNS: 0, typeMX: 2, typeSRV: 6}
+
+// targetOf returns, lower case, the name the record rest (packed by
+// packRR, so uncompressed) points to, or nil for a type without one.
+func targetOf(t uint16, rest []byte) []byte {
+	off, ok := targetField[t]
+	if !ok {
+		return nil
+	}
+	rd := rdataOf(rest)[off:]
+	n := 0
+	for n < len(rd) && rd[n] != 0 {
+		n += 1 + int(rd[n])
+	}
+	return lowerWire(append([]byte(nil), rd[:min(n+1, len(rd))]...))
+}
+
 // rdataOf returns the rdata of a record packed by packRR.
 func rdataOf(rest []byte) []byte { return rest[10:] }
 

@@ -310,10 +310,24 @@ func (m *builder) add(ptr int, rest []byte, authority bool) int {
 	return len(m.b) - len(rest) + 10
 }
 
+// addAdditional appends a record to the additional section like add, and
+// reports whether it fitted; one that does not fit is left out without
+// truncating (RFC 2181 section 9), and so is one whose owner is beyond the
+// reach of a compression pointer.
+func (m *builder) addAdditional(ptr int, rest []byte) bool {
+	if m.tc || ptr >= 0x4000 || len(m.b)+2+len(rest) > m.limit-m.reserve {
+		return false
+	}
+	m.b = append(m.b, 0xC0|byte(ptr>>8), byte(ptr))
+	m.b = append(m.b, rest...)
+	m.ar++
+	return true
+}
+
 // truncate drops every record and sets TC.
 func (m *builder) truncate() {
 	m.b = m.b[:m.qend]
-	m.an, m.ns, m.tc = 0, 0, true
+	m.an, m.ns, m.ar, m.tc = 0, 0, 0, true
 	m.setFlags(flagTC)
 }
 

@@ -76,7 +76,8 @@ type rrset struct {
 	// rrs holds each record after its owner: type, class, TTL, rdlength and
 	// rdata, ready to copy into an answer.
 	rrs [][]byte
-	// targets are the wire forms of a CNAME set's targets, by record.
+	// targets are the wire forms, lower case, of the names the records
+	// of a CNAME, NS, MX or SRV set point to, by record.
 	targets [][]byte
 	// src is the config path of the set ("zones[0].records[3]"), for
 	// errors found after its zone compiled.
@@ -168,6 +169,7 @@ func compileZone(checks map[string]bool, zc ZoneConfig, zi int) (*zone, []error)
 			continue
 		}
 		ns.rrs = append(ns.rrs, b)
+		ns.targets = append(ns.targets, targetOf(typeNS, b))
 	}
 	// SOA.
 	soa := zc.SOA
@@ -324,10 +326,11 @@ func compileSet(checks map[string]bool, rc RecordConfig, origin string, zoneTTL 
 			bad(p, "%v", err)
 			continue
 		}
-		if rtype == typeCNAME {
+		if t := targetOf(rtype, b); t != nil {
 			// The target, lower case, is the key of the next lookup of a
-			// chain; its offset in the answer is the next owner's pointer.
-			set.targets = append(set.targets, lowerWire(append([]byte(nil), rdataOf(b)...)))
+			// chain or of additional addresses; its offset in the answer
+			// is the next owner's pointer.
+			set.targets = append(set.targets, t)
 		}
 		if v.Check != "" && !checks[v.Check] {
 			bad(p+".check", "unknown health check %q (define it under health.checks)", v.Check)
