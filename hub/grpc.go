@@ -28,6 +28,7 @@ func (h *Hub) newGRPCServer() *grpc.Server {
 		grpc.MaxSendMsgSize(h.codecCheck.Config().MaxFrameBytes),
 	)
 	corralv1.RegisterCorralServer(s, &grpcService{h: h})
+	h.registerGRPCOps(s)
 	return s
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/hub/auth"
@@ -78,6 +79,7 @@ type Hub struct {
 	shards     [numShards]*chanShard
 	overload   Overload
 	limiter    *limit.Limiter // in-flight publishes; nil: none
+	health     *health.Server // grpc.health.v1 of the gRPC port, following Ready
 
 	nc          *nats.Conn          // set by run before ready
 	js          jetstream.JetStream // on nc
@@ -130,7 +132,7 @@ func New(cfg Config, opts Options) (*Hub, error) {
 		opts: opts, log: opts.Logger, now: opts.Now, verifier: v,
 		seed: maphash.MakeSeed(), started: make(chan struct{}), done: make(chan struct{}),
 		sessions: make(map[*session]struct{}), dedupe: make(map[string]dedupeEntry),
-		overload: opts.Overload,
+		overload: opts.Overload, health: newHealthServer(),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -265,6 +267,8 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	wg.Go(func() { h.severLoop(ctx, 100*time.Millisecond) })
 	wg.Go(func() { h.tickSessions(ctx) })
 	h.ready.Store(true)
+	h.syncHealth()
+	wg.Go(func() { every(ctx, time.Second, h.syncHealth) })
 	close(h.started)
 	startedClosed = true
 	h.log.Info("hub up", "node", h.nodeID, "listen", httpLn.Addr().String(), "grpc", addrString(grpcLn), "history", h.histCfg.Store)
@@ -274,6 +278,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	case err = <-errc:
 	}
 	h.ready.Store(false)
+	h.health.Shutdown() // NOT_SERVING for good
 	h.closeListeners()
 	h.closeAll(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter, Text: "hub stopped"})
 	cancelCtx, c := context.WithTimeout(context.Background(), time.Second)
@@ -499,6 +504,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		<-h.done
 		return nil
 	}
+	h.syncHealth() // NOT_SERVING: draining
 	h.closeListeners()
 	dctx, cancel := context.WithTimeout(ctx, h.drainCfg.Deadline)
 	defer cancel()
