@@ -63,6 +63,13 @@ type Config struct {
 	// AXFRAllow lists the client prefixes allowed to transfer zones (AXFR
 	// over TCP); empty refuses every transfer.
 	AXFRAllow []string `yaml:"axfr_allow"`
+	// AXFRTSIG names keys of TSIGKeys: when set, a transfer from an
+	// allowed address must also be signed with one of them (RFC 8945),
+	// else it gets NOTAUTH; empty, the address is enough.
+	AXFRTSIG []string `yaml:"axfr_tsig"`
+	// TSIGKeys are the TSIG keys, their secrets read from the environment
+	// or a file, never from the config.
+	TSIGKeys []TSIGKeyConfig `yaml:"tsig_keys"`
 	// RRL is response rate limiting.
 	RRL RRLConfig `yaml:"rrl"`
 	// Health holds the named health checks records refer to.
@@ -292,6 +299,8 @@ func (c *Config) validateSettings() error {
 			bad(fmt.Sprintf("axfr_allow[%d]", i), "%v", err)
 		}
 	}
+	_, kerrs := loadTSIGKeys(c)
+	errs = append(errs, kerrs...)
 	if r := c.RRL; r.Enabled {
 		if r.Rate < 1 {
 			bad("rrl.rate", "must be at least 1, got %d", r.Rate)

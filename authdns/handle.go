@@ -99,8 +99,7 @@ func (w *worker) serve(req []byte, client netip.Addr, tcp bool, out []byte) ([]b
 	default:
 		rcode = w.resolve(st, q, client, tcp)
 	}
-	if rcode < 0 { // a transfer
-		w.st.count(q.qtype, rcodeNoError, 0, 0, false)
+	if rcode < 0 { // a transfer: counted by transfer, which checks its TSIG
 		return nil, outTransfer
 	}
 	if !tcp && st.rrl != nil {

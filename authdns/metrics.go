@@ -33,7 +33,7 @@ var qtypeIndex = func() [260]uint8 {
 
 var rcodeNames = map[int]string{
 	rcodeNoError: "NOERROR", rcodeFormErr: "FORMERR", rcodeServFail: "SERVFAIL",
-	rcodeNXDomain: "NXDOMAIN", rcodeNotImp: "NOTIMP", rcodeRefused: "REFUSED", rcodeBadVers: "BADVERS",
+	rcodeNXDomain: "NXDOMAIN", rcodeNotImp: "NOTIMP", rcodeRefused: "REFUSED", rcodeNotAuth: "NOTAUTH", rcodeBadVers: "BADVERS",
 }
 
 // sizeBounds are the upper bounds of the answer size histogram, in bytes.

@@ -39,6 +39,7 @@ type state struct {
 	zones      *zoneSet
 	rrl        *limiter
 	axfr       []netip.Prefix
+	xfrKeys    map[string]*tsigKey // the keys one of which signs a transfer; nil: none needed
 	ednsBuffer int
 }
 
@@ -142,6 +143,10 @@ func (s *Server) build(cfg *Config) (*state, error) {
 	for _, p := range cfg.AXFRAllow {
 		pp, _ := parsePrefix(p)
 		st.axfr = append(st.axfr, pp)
+	}
+	var kerrs []error
+	if st.xfrKeys, kerrs = loadTSIGKeys(cfg); len(kerrs) > 0 {
+		return nil, errors.Join(kerrs...)
 	}
 	return st, nil
 }

@@ -79,7 +79,7 @@ func (s *Server) serveConn(c net.Conn) {
 		case outDrop:
 			continue
 		case outTransfer:
-			if err := w.transfer(c, &w.q); err != nil {
+			if err := w.transfer(c, &w.q, req[:n], client); err != nil {
 				return
 			}
 			continue
@@ -97,9 +97,28 @@ const transferChunk = 16 * 1024
 
 // transfer streams the zone of w.zone to c as AXFR (RFC 5936): the SOA,
 // every record (every value of every policy), the SOA again, in as many
-// messages as needed. An IXFR query gets the same full transfer.
-func (w *worker) transfer(c net.Conn, q *query) error {
+// messages as needed. An IXFR query gets the same full transfer. When the
+// server requires TSIG for transfers (axfr_tsig), the request req must be
+// signed with one of its keys, else it gets NOTAUTH, and every message of
+// the transfer is signed.
+func (w *worker) transfer(c net.Conn, q *query, req []byte, client netip.Addr) error {
 	z := w.zone
+	idle := w.srv.cfg.TCPIdle
+	var signer *tsigSigner
+	if st := w.srv.state.Load(); len(st.xfrKeys) > 0 {
+		var resp []byte
+		var why string
+		signer, resp, why = checkTSIG(st, req, time.Now())
+		if signer == nil {
+			w.st.count(q.qtype, rcodeNotAuth, 0, len(resp), false)
+			w.srv.log.Info("authdns: transfer refused", "zone", z.name, "client", client.String(), "reason", why)
+			if resp == nil {
+				return errors.New("authdns: building a NOTAUTH answer failed")
+			}
+			return writeMsg(c, resp, idle)
+		}
+	}
+	w.st.count(q.qtype, rcodeNoError, 0, 0, false)
 	buf := make([]byte, 2, 2+65535)
 	var m builder
 	var err error
@@ -108,9 +127,16 @@ func (w *worker) transfer(c net.Conn, q *query) error {
 			return
 		}
 		msg := m.finish(q, rcodeNoError, 0, 0)
-		binary.BigEndian.PutUint16(buf, uint16(len(msg)))
-		_ = c.SetWriteDeadline(time.Now().Add(w.srv.cfg.TCPIdle))
-		_, err = c.Write(buf[:2+len(msg)])
+		if signer != nil {
+			var signed []byte
+			if signed, err = signer.sign(msg); err == nil {
+				err = writeMsg(c, signed, idle)
+			}
+		} else {
+			binary.BigEndian.PutUint16(buf, uint16(len(msg)))
+			_ = c.SetWriteDeadline(time.Now().Add(idle))
+			_, err = c.Write(buf[:2+len(msg)])
+		}
 		m.start(buf[2:2:cap(buf)], q, 65535)
 		m.setFlags(flagAA)
 	}
