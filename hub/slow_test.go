@@ -161,3 +161,72 @@ func TestSlowConsumer(t *testing.T) {
 	}
 	_ = wire.CloseSlowConsumer
 }
+
+// queueOrder pops the whole queue and renders it: message offsets with
+// their priority ("3p2"), gaps as "gap<from>-<to>".
+func queueOrder(q *outQueue) string {
+	var out []string
+	for {
+		it, ok := q.pop()
+		if !ok {
+			return strings.Join(out, " ")
+		}
+		if it.d != nil {
+			out = append(out, fmt.Sprintf("%dp%d", it.d.msg.Offset, it.prio))
+			continue
+		}
+		g := it.frame.GetGap()
+		out = append(out, fmt.Sprintf("gap%d-%d", g.FromOffset, g.ToOffset))
+	}
+}
+
+// TestOutboundQueueMergesGaps checks the exact queue after drops: the
+// messages dropped one after the other become one Gap, whether they were
+// displaced from the queue (makeRoom) or refused on arrival (appendGap),
+// and a Gap never merges across a message still queued or another channel.
+func TestOutboundQueueMergesGaps(t *testing.T) {
+	msg := func(ch string, off uint64, p uint8) *delivery {
+		return newDelivery(ch, history.Message{Offset: off, Epoch: "e", Priority: p, Data: make([]byte, 100-len(ch)-len("e")-24)})
+	}
+	nop := func(int8) {}
+	const limit = 500 // five 100-byte messages
+	tests := []struct {
+		name string
+		push []*delivery
+		want string
+	}{
+		{
+			name: "displaced P2 in a row become one gap",
+			push: []*delivery{msg("c", 1, 2), msg("c", 2, 2), msg("c", 3, 2), msg("c", 4, 2), msg("c", 5, 2), msg("c", 6, 0), msg("c", 7, 0)},
+			want: "gap1-3 4p2 5p2 6p0 7p0",
+		},
+		{
+			name: "P2 refused on arrival extend the gap at the tail",
+			push: []*delivery{msg("c", 1, 0), msg("c", 2, 0), msg("c", 3, 0), msg("c", 4, 0), msg("c", 5, 0), msg("c", 6, 2), msg("c", 7, 2), msg("c", 8, 2)},
+			want: "1p0 2p0 3p0 4p0 5p0 gap6-8",
+		},
+		{
+			name: "no merge across another channel",
+			push: []*delivery{msg("c", 1, 0), msg("c", 2, 0), msg("c", 3, 0), msg("c", 4, 0), msg("c", 5, 0), msg("c", 6, 2), msg("d", 7, 2), msg("c", 8, 2)},
+			want: "1p0 2p0 3p0 4p0 5p0 gap6-6 gap7-7 gap8-8",
+		},
+		{
+			name: "no merge across a hole in the offsets",
+			push: []*delivery{msg("c", 1, 0), msg("c", 2, 0), msg("c", 3, 0), msg("c", 4, 0), msg("c", 5, 0), msg("c", 6, 2), msg("c", 8, 2)},
+			want: "1p0 2p0 3p0 4p0 5p0 gap6-6 gap8-8",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var q outQueue
+			for _, d := range tc.push {
+				if !q.pushMessage(d, limit, nop) {
+					t.Fatalf("offset %d refused", d.msg.Offset)
+				}
+			}
+			if got := queueOrder(&q); got != tc.want {
+				t.Fatalf("queue %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
