@@ -40,12 +40,18 @@ const (
 	// Subscribed.Recovered false means messages were lost: resync the
 	// channel from its source of truth.
 	EventResubscribed
+	// EventRefused: after a reconnect, the server refused to resubscribe
+	// Channel (Close says why, for example 4005 when the new token no
+	// longer allows it). The session stays up; the client has dropped the
+	// channel from the ones it resubscribes.
+	EventRefused
 )
 
 // Event is what Events delivers.
 type Event struct {
 	Kind       EventKind
 	Addr       string
+	Channel    string // EventRefused
 	SessionID  string
 	Close      wire.Close
 	Message    *corralv1.Message
@@ -333,10 +339,20 @@ func (c *Client) read(cn conn) wire.Close {
 		case *corralv1.ServerFrame_Ping:
 			_ = cn.send(&corralv1.ClientFrame{Id: f.GetId(), Frame: &corralv1.ClientFrame_Pong{Pong: &corralv1.Pong{Payload: fr.Ping.GetPayload()}}})
 		case *corralv1.ServerFrame_Error:
-			// The close that follows an unrequested Error carries the
-			// same code; remember the hint in case the transport drops
-			// the reason.
-			if cl, ok := wire.CloseFromFrame(f); ok && f.GetId() == 0 {
+			cl, _ := wire.CloseFromFrame(f)
+			if ch := fr.Error.GetChannel(); ch != "" {
+				// A refused entry of the Hello's resubscriptions: only
+				// that channel ends, not the session.
+				c.mu.Lock()
+				delete(c.subs, ch)
+				c.mu.Unlock()
+				c.emit(Event{Kind: EventRefused, Channel: ch, Close: cl})
+				continue
+			}
+			if f.GetId() == 0 {
+				// An Error that answers no request explains the close
+				// that follows; remember it in case the transport drops
+				// the reason.
 				said = &cl
 			}
 		}
@@ -472,13 +488,19 @@ func (c *Client) Subscribe(ctx context.Context, channel string) (*corralv1.Subsc
 // position the application kept (from Position, or from a Message). The
 // answer's Recovered says whether every message after it follows.
 func (c *Client) SubscribeFrom(ctx context.Context, channel, epoch string, offset uint64) (*corralv1.Subscribed, error) {
+	st := &chanState{epoch: epoch, received: offset}
 	c.mu.Lock()
-	c.subs[channel] = &chanState{epoch: epoch, received: offset}
+	c.subs[channel] = st
 	c.mu.Unlock()
 	r, err := c.request(ctx, &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{
 		Channel: channel, From: &corralv1.Position{Epoch: epoch, Offset: offset},
 	}}})
 	if err != nil {
+		c.mu.Lock()
+		if c.subs[channel] == st {
+			delete(c.subs, channel) // refused: not resubscribed after a reconnect
+		}
+		c.mu.Unlock()
 		return nil, err
 	}
 	return r.GetSubscribed(), nil

@@ -262,7 +262,7 @@ func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
 	case *corralv1.ClientFrame_Hello:
 		s.close(wire.Close{Code: wire.CloseBadRequest, Text: "second hello"}, true)
 	case *corralv1.ClientFrame_Subscribe:
-		s.subscribe(ctx, f.GetId(), fr.Subscribe)
+		s.subscribe(ctx, f.GetId(), fr.Subscribe, false)
 	case *corralv1.ClientFrame_Unsubscribe:
 		s.unsubscribe(f.GetId(), fr.Unsubscribe.GetChannel())
 	case *corralv1.ClientFrame_Publish:
@@ -347,7 +347,7 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 	}}})
 	h.observeHandshake(h.now().Sub(time.Unix(0, s.start)))
 	for _, sub := range hello.GetSubscribe() {
-		s.subscribe(ctx, 0, sub)
+		s.subscribe(ctx, id, sub, true)
 	}
 }
 
@@ -355,15 +355,27 @@ func (s *session) errorReply(id uint64, c wire.Close) {
 	s.reply(c.ErrorFrame(id))
 }
 
-func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscribe) {
+// refuse answers a Subscribe, or an entry of Hello.subscribe (id is then
+// the Hello's), that failed: an Error naming the request's id and the
+// channel, never the id-0 Error that explains a close.
+func (s *session) refuse(id uint64, channel string, c wire.Close) {
+	f := c.ErrorFrame(id)
+	f.GetError().Channel = channel
+	s.reply(f)
+}
+
+// subscribe serves a Subscribe frame (id is its frame id) or, inHello, an
+// entry of Hello.subscribe (id is the Hello's frame id). Refusals name the
+// channel and leave the session open.
+func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscribe, inHello bool) {
 	h := s.h
 	name := req.GetChannel()
 	if !s.grant.canSubscribe(name) {
-		s.errorReply(id, wire.Close{Code: wire.CloseForbidden, Text: "channel " + name + " not allowed by the token"})
+		s.refuse(id, name, wire.Close{Code: wire.CloseForbidden, Text: "channel " + name + " not allowed by the token"})
 		return
 	}
 	if h.isIngest(name) {
-		s.errorReply(id, wire.Close{Code: wire.CloseBadRequest, Text: "channel " + name + " is an ingest channel"})
+		s.refuse(id, name, wire.Close{Code: wire.CloseBadRequest, Text: "channel " + name + " is an ingest channel"})
 		return
 	}
 	s.mu.Lock()
@@ -377,7 +389,7 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 	}
 	if len(s.subs) >= h.sess.MaxSubscriptions {
 		s.mu.Unlock()
-		s.errorReply(id, wire.Close{Code: wire.CloseSubscriptionLimit, Text: "at most " + strconv.Itoa(h.sess.MaxSubscriptions) + " subscriptions"})
+		s.refuse(id, name, wire.Close{Code: wire.CloseSubscriptionLimit, Text: "at most " + strconv.Itoa(h.sess.MaxSubscriptions) + " subscriptions"})
 		return
 	}
 	if s.closing {
@@ -392,7 +404,7 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 	if err != nil {
 		s.dropSub(name, sub)
 		s.logger().Warn("subscribe failed", "channel", name, "err", err)
-		s.errorReply(id, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "subscribe failed"})
+		s.refuse(id, name, wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "subscribe failed"})
 		return
 	}
 	var from history.Position
@@ -414,10 +426,10 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 			h.detach(s, ch)
 			s.dropSub(name, sub)
 			c := wire.Close{Code: wire.CloseInternal, RetryAfter: time.Second, Text: "history unavailable"}
-			if id == 0 {
+			if inHello {
 				s.close(c, true) // a resume in Hello: the client reconnects and tries again
 			} else {
-				s.errorReply(id, c)
+				s.refuse(id, name, c)
 			}
 			return
 		}

@@ -551,8 +551,10 @@ func (*ServerFrame_Pong) isServerFrame_Frame() {}
 func (*ServerFrame_Error) isServerFrame_Frame() {}
 
 // Hello is the first frame of a session. The server answers with Welcome and
-// then one Subscribed per entry of subscribe (in order), or closes the
-// session (1008 for a bad token or a priority above what the token allows).
+// then, per entry of subscribe (in order), a Subscribed or an Error that
+// refuses that entry (the Hello's id and the entry's channel: see Error);
+// or it closes the session (1008 for a bad token or a priority above what
+// the token allows).
 type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// token is the credential (a JWT for the hub).
@@ -1601,13 +1603,21 @@ func (x *GoAway) GetDrain() bool {
 	return false
 }
 
-// Error reports a failed request (id set) or explains a close (id 0). code
-// is a close code of the table in wire/README.md.
+// Error reports a failed request or explains a close. code is a close code
+// of the table in wire/README.md. An Error answers a request when it names
+// one: its frame id is the request's id, or channel is set. An entry of
+// Hello.subscribe has no id of its own: its refusal (a channel the token
+// does not allow, say) carries the Hello's frame id and the entry's
+// channel, and ends only that subscription, not the session. Only an Error
+// with frame id 0 and no channel explains a close, which follows.
 type Error struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	RetryAfterMs  uint32                 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Code         uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Text         string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	RetryAfterMs uint32                 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// channel names the subscription the Error refuses (a Subscribe or an
+	// entry of Hello.subscribe); empty otherwise.
+	Channel       string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1661,6 +1671,13 @@ func (x *Error) GetRetryAfterMs() uint32 {
 		return x.RetryAfterMs
 	}
 	return 0
+}
+
+func (x *Error) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
 }
 
 // PublishRequest is what a backend sends to Corral.Publish. The backend is
@@ -1826,11 +1843,12 @@ const file_corral_v1_corral_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\x12\x14\n" +
-	"\x05drain\x18\x04 \x01(\bR\x05drain\"U\n" +
+	"\x05drain\x18\x04 \x01(\bR\x05drain\"o\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12$\n" +
-	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\"V\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\x12\x18\n" +
+	"\achannel\x18\x04 \x01(\tR\achannel\"V\n" +
 	"\x0ePublishRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12,\n" +
 	"\apublish\x18\x02 \x01(\v2\x12.corral.v1.PublishR\apublish*W\n" +
