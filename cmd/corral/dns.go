@@ -66,8 +66,5 @@ func runDNS(ctx context.Context, log *slog.Logger, cfg *authdns.Config, path str
 			},
 		})
 	}
-	return lifecycle.Run(ctx, log, 5*time.Second,
-		lifecycle.Named{Name: "dns", Part: srv},
-		lifecycle.Named{Name: "admin", Part: adm},
-	)
+	return serveWithAdmin(ctx, log, 5*time.Second, adm, lifecycle.Named{Name: "dns", Part: srv})
 }

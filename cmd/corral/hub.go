@@ -62,8 +62,5 @@ func runHub(ctx context.Context, log *slog.Logger, cfg *hub.Config, _ string) er
 	}
 	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
 	grace := cmp.Or(cfg.Drain.Deadline, hub.DefaultDrainDeadline)
-	return lifecycle.Run(ctx, log, grace+5*time.Second,
-		lifecycle.Named{Name: "hub", Part: srv},
-		lifecycle.Named{Name: "admin", Part: adm},
-	)
+	return serveWithAdmin(ctx, log, grace+5*time.Second, adm, lifecycle.Named{Name: "hub", Part: srv})
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/internal/admin"
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/lifecycle"
 )
 
 // serverSpec describes a server subcommand (dns, hub, edge). Every server
@@ -33,6 +36,16 @@ type serverSpec[C any] struct {
 	// run serves until ctx ends. path is the config file ("" for none), for
 	// servers that reload it.
 	run func(ctx context.Context, log *slog.Logger, cfg *C, path string) error
+}
+
+// serveWithAdmin runs a server part and its admin listener until ctx ends,
+// then shuts the server down (its drain) and only after that the admin
+// listener: /readyz answers 503 from the first moment of the shutdown and
+// /metrics answers until the server has stopped. grace bounds the whole
+// shutdown. Every server subcommand runs through it.
+func serveWithAdmin(ctx context.Context, log *slog.Logger, grace time.Duration, adm *admin.Server, server lifecycle.Named, others ...lifecycle.Named) error {
+	parts := append([]lifecycle.Named{{Name: "admin", Part: adm}, server}, others...)
+	return lifecycle.Run(ctx, log, grace, parts...)
 }
 
 // loadServerConfig reads path (or only the defaults when path is empty),

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,6 +68,8 @@ type Server struct {
 	mux  *http.ServeMux
 	http *http.Server
 
+	stopping atomic.Bool // the process is shutting down: /readyz answers 503
+
 	mu      sync.Mutex
 	ln      net.Listener
 	started chan struct{}
@@ -86,6 +89,10 @@ func New(cfg Config, opts Options) *Server {
 		fmt.Fprintln(w, "ok")
 	})
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if s.stopping.Load() {
+			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+			return
+		}
 		if opts.Ready != nil {
 			if err := opts.Ready(); err != nil {
 				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -102,6 +109,12 @@ func New(cfg Config, opts Options) *Server {
 	s.http = &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
 	return s
 }
+
+// Stopping makes /readyz answer 503 from now on, while /metrics and the
+// other pages keep answering until Shutdown: lifecycle.Run calls it when
+// the process begins to shut down, so that load balancers stop sending
+// before the server drains (it implements lifecycle.Stopper).
+func (s *Server) Stopping() { s.stopping.Store(true) }
 
 // Handle adds a page, with the pattern syntax of http.ServeMux.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }

@@ -71,6 +71,15 @@ func TestAdminEndpoints(t *testing.T) {
 	if code, _ := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("readyz = %d once ready", code)
 	}
+	// The process begins to shut down: readyz fails whatever the server
+	// says, the other pages answer until Shutdown.
+	s.Stopping()
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "shutting down") {
+		t.Errorf("readyz while stopping = %d %q, want 503 shutting down", code, body)
+	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "corral_test_total 3") {
+		t.Errorf("metrics while stopping = %d", code)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)

@@ -1,7 +1,10 @@
 // Package lifecycle runs the parts of a corral process (a server, its admin
 // listener, a health checker) together: they start at once, and when the
 // context ends (SIGINT or SIGTERM in the binary) or one part fails, every
-// part is shut down within a grace period.
+// part is shut down within a grace period, one after the other in reverse
+// order of the list. A server lists its admin listener first, so that the
+// admin listener stops last: /readyz answers 503 and /metrics answers for
+// the whole of the server's drain.
 //
 // The package imports nothing of corral.
 package lifecycle
@@ -22,6 +25,13 @@ type Part interface {
 	Shutdown(ctx context.Context) error
 }
 
+// Stopper is a Part that wants to know when the shutdown begins, before any
+// part's Shutdown is called: the admin listener turns /readyz to 503 then,
+// whatever the server's own readiness says.
+type Stopper interface {
+	Stopping()
+}
+
 // Named labels a Part for logs and errors.
 type Named struct {
 	Name string
@@ -29,9 +39,11 @@ type Named struct {
 }
 
 // Run starts every part and blocks until all have returned. When ctx ends
-// or any part returns (with or without an error) the others are shut down
-// in reverse order, each within grace, after which their Run contexts are
-// cancelled. Run returns the errors of the parts, each prefixed with its
+// or any part returns (with or without an error), every part that is a
+// Stopper is told, then the parts are shut down one at a time in reverse
+// order of the list (the first part listed stops last, after every other
+// Shutdown has returned), all within grace, after which their Run contexts
+// are cancelled. Run returns the errors of the parts, each prefixed with its
 // name; a clean stop returns nil.
 func Run(ctx context.Context, log *slog.Logger, grace time.Duration, parts ...Named) error {
 	if log == nil {
@@ -69,6 +81,11 @@ func Run(ctx context.Context, log *slog.Logger, grace time.Duration, parts ...Na
 		}
 	}
 
+	for _, p := range parts {
+		if s, ok := p.Part.(Stopper); ok {
+			s.Stopping()
+		}
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	for i := len(parts) - 1; i >= 0; i-- {

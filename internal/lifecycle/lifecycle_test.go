@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -83,5 +84,51 @@ func TestRunCancelsPartsThatIgnoreShutdown(t *testing.T) {
 	cancel()
 	if err := Run(ctx, nil, 10*time.Millisecond, Named{"s", stubborn{}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// slowPart is a server whose Shutdown (its drain) blocks until release is
+// closed.
+type slowPart struct {
+	*part
+	draining chan struct{} // closed when Shutdown begins
+	release  chan struct{}
+}
+
+func (p *slowPart) Shutdown(ctx context.Context) error {
+	close(p.draining)
+	<-p.release
+	return p.part.Shutdown(ctx)
+}
+
+// adminPart records Stopping.
+type adminPart struct {
+	*part
+	stopping atomic.Bool
+}
+
+func (p *adminPart) Stopping() { p.stopping.Store(true) }
+
+func TestRunStopsTheFirstPartLast(t *testing.T) {
+	adm := &adminPart{part: newPart(nil)}
+	srv := &slowPart{part: newPart(nil), draining: make(chan struct{}), release: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, nil, time.Minute, Named{"admin", adm}, Named{"server", srv}) }()
+	cancel()
+	<-srv.draining
+	// The server drains: the admin listener has been told, and still runs.
+	if !adm.stopping.Load() {
+		t.Error("the admin part was not told of the shutdown before the server drained")
+	}
+	if adm.wasShutdown() {
+		t.Fatal("the admin part was shut down while the server drained")
+	}
+	close(srv.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !adm.wasShutdown() {
+		t.Error("the admin part was never shut down")
 	}
 }
