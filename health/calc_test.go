@@ -190,6 +190,38 @@ func TestUpdateKeepsUnchangedState(t *testing.T) {
 	}
 }
 
+// TestUpdateKeepsStateWhenTheTargetStays edits every field of a dead check
+// but its target: it stays dead with its counters (it was re-admitted until
+// it failed again). A new target starts over in the initial state.
+func TestUpdateKeepsStateWhenTheTargetStays(t *testing.T) {
+	c := mustNew(t, Config{Checks: []CheckConfig{tcpCheck("lb")}}, Options{})
+	if up, _ := c.Observe("lb", errDown); up {
+		t.Fatal("a failed probe with threshold 1 left the check healthy")
+	}
+	before, _ := c.StatusOf("lb")
+	edited := tcpCheck("lb")
+	edited.Interval, edited.Timeout = 7*time.Second, 3*time.Second
+	edited.FailureThreshold, edited.SuccessThreshold = 5, 4
+	edited.Initial = InitialHealthy
+	var changes []Change
+	c.Subscribe(func(ch Change) { changes = append(changes, ch) })
+	if err := c.Update(Config{Checks: []CheckConfig{edited}}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := c.StatusOf("lb")
+	if c.Healthy("lb") || st.Healthy || st.Probes != before.Probes || !st.Since.Equal(before.Since) || len(changes) != 0 {
+		t.Fatalf("after an edit that kept the target: healthy %v, status %+v (was %+v), changes %v; want the dead state kept", c.Healthy("lb"), st, before, changes)
+	}
+	moved := edited
+	moved.Address = "127.0.0.1:2"
+	if err := c.Update(Config{Checks: []CheckConfig{moved}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := c.StatusOf("lb"); !c.Healthy("lb") || st.Probes != 0 {
+		t.Fatalf("a new target kept the old state: %+v", st)
+	}
+}
+
 // TestUpdateWhileRunning adds and removes checks under Run and sees the
 // new check probed and the removed one stop.
 func TestUpdateWhileRunning(t *testing.T) {

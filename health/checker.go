@@ -312,7 +312,8 @@ func (c *Checker) Update(cfg Config) error {
 }
 
 // swap builds a table from checks, reusing unchanged checks of the current
-// one, and installs it. It returns the new checks that need a loop and the
+// one (a check whose definition changed but not its kind and target gets a
+// new loop and keeps its state), and installs it. It returns the new checks that need a loop and the
 // removed ones whose loop must stop, and queues the changes it made. The
 // caller holds mu and tmu.
 func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check) {
@@ -332,8 +333,20 @@ func (c *Checker) swap(checks []CheckConfig) (started, stopped []*check) {
 				st = &slot{}
 				c.slots[cc.Name] = st
 			}
+			prev := ch
 			ch = &check{cfg: cc, target: cc.target(), since: at, state: st}
-			st.healthy.Store(cc.Initial != InitialUnhealthy)
+			if prev != nil && prev.cfg.Kind == cc.Kind && prev.target == ch.target {
+				// Only how it is probed changed (interval, timeout,
+				// thresholds...): the state, its age and the counters carry
+				// over, so a check known to be dead stays dead.
+				prev.mu.Lock()
+				ch.since, ch.forced = prev.since, prev.forced
+				ch.lastProbe, ch.lastErr, ch.lastLatency = prev.lastProbe, prev.lastErr, prev.lastLatency
+				ch.fails, ch.oks, ch.probes = prev.fails, prev.oks, prev.probes
+				prev.mu.Unlock()
+			} else {
+				st.healthy.Store(cc.Initial != InitialUnhealthy)
+			}
 			if cc.Kind != KindCalculated {
 				ch.prober = newProber(cc, c.opts.Dial)
 				ch.rng = rand.New(rand.NewPCG(c.seed.Uint64(), c.seed.Uint64()))
