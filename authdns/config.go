@@ -265,7 +265,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	// Compiling the zones checks every record.
-	_, err := compile(c)
+	_, err := compile(c, nil)
 	return err
 }
 
@@ -341,7 +341,7 @@ func parsePrefix(s string) (netip.Prefix, error) {
 }
 
 // policyOf parses a record set's policy.
-func policyOf(s string) (answer.Policy, error) { return answer.ParsePolicy(s) }
+func policyOf(s string) (*answer.Policy, error) { return answer.ParsePolicy(s) }
 
 // dealerOf builds the dealer of a shuffle set over n values.
 func dealerOf(sc *ShuffleConfig, n int) (*shard.Dealer, error) {

@@ -261,7 +261,7 @@ func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.
 	if len(key) > 0 {
 		aq.Key = unsafe.String(&key[0], len(key))
 	}
-	idx, res := set.sel.Select(w.dst, aq, w.srv.healthView(), w.rng)
+	idx, res := set.sel.Select(w.dst, aq, w.rng)
 	w.policy = int(set.policy) + 1
 	w.failOpen = w.failOpen || res.FailOpen
 	if res.Scope > w.scope {
@@ -334,7 +334,7 @@ func (w *worker) addExtraSet(set *rrset, ptr int, key []byte, q *query, client n
 	if len(key) > 0 {
 		aq.Key = unsafe.String(&key[0], len(key))
 	}
-	idx, res := set.sel.Select(w.dst, aq, w.srv.healthView(), w.rng)
+	idx, res := set.sel.Select(w.dst, aq, w.rng)
 	w.failOpen = w.failOpen || res.FailOpen
 	w.scope = max(w.scope, res.Scope)
 	for _, i := range idx {

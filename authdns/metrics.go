@@ -60,11 +60,10 @@ type stats struct {
 }
 
 // nQtypes is the number of query types counted by name; nPolicies the
-// number of answer policies (CIDR is the last; a test checks it against
-// answer.Policies).
+// number of answer policies.
 const (
 	nQtypes   = len(qtypes)
-	nPolicies = int(answer.CIDR) + 1
+	nPolicies = answer.NumPolicies
 )
 
 // count records one answered query.

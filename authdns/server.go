@@ -104,11 +104,6 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		opts.Now = time.Now
 	}
 	s := &Server{cfg: cfg, opts: opts, log: opts.Logger, started: make(chan struct{}), done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
-	st, err := s.build(cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.state.Store(st)
 	ho := opts.Health
 	if ho.Registerer == nil {
 		ho.Registerer = opts.Registerer
@@ -116,9 +111,16 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if ho.Logger == nil {
 		ho.Logger = opts.Logger.With("component", "health")
 	}
+	var err error
 	if s.checker, err = health.New(cfg.Health, ho); err != nil {
 		return nil, fmt.Errorf("authdns: %w", err)
 	}
+	// The zones resolve their health checks in the checker.
+	st, err := s.build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.state.Store(st)
 	s.coll = newCollector(func() (int, int) {
 		zs := s.state.Load().zones
 		return len(zs.zones), zs.sets
@@ -133,9 +135,10 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// build compiles the state of cfg.
+// build compiles the state of cfg, its records reading the health of
+// s.checker.
 func (s *Server) build(cfg *Config) (*state, error) {
-	zs, err := compile(cfg)
+	zs, err := compile(cfg, s.probe)
 	if err != nil {
 		return nil, err
 	}
@@ -153,11 +156,17 @@ func (s *Server) build(cfg *Config) (*state, error) {
 
 var (
 	_ lifecycle.Part = (*Server)(nil)
-	_ answer.Health  = (*health.Checker)(nil)
+	_ answer.Probe   = health.Ref{}
 )
 
-// healthView is the view answers are selected with.
-func (s *Server) healthView() answer.Health { return s.checker }
+// probe resolves a check for the records that answer by it, once per
+// compile. A check the running checker does not have yet (a reload adding
+// it compiles before it updates the checks) reads unhealthy until the
+// update configures it.
+func (s *Server) probe(check string) answer.Probe {
+	ref, _ := s.checker.Ref(check)
+	return ref
+}
 
 // Checker returns the server's health checker, for its status page.
 func (s *Server) Checker() *health.Checker { return s.checker }
@@ -182,7 +191,8 @@ func (s *Server) Reload(cfg *Config) error {
 }
 
 // prepare validates cfg, builds its state (compiling the zones once, which
-// checks the records) and updates the health checks.
+// checks the records and resolves their checks by name) and updates the
+// health checks.
 func (s *Server) prepare(cfg *Config) (*state, error) {
 	if err := cfg.validateSettings(); err != nil {
 		return nil, err

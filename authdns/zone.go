@@ -70,8 +70,9 @@ type node struct {
 
 // rrset is a compiled record set.
 type rrset struct {
-	rtype  uint16
-	policy answer.Policy
+	rtype uint16
+	// policy is the index of the set's policy in answer.Policies.
+	policy int
 	sel    *answer.Set
 	// rrs holds each record after its owner: type, class, TTL, rdlength and
 	// rdata, ready to copy into an answer.
@@ -93,14 +94,23 @@ func (n *node) set(t uint16) *rrset {
 	return nil
 }
 
-// compile builds the zoneSet of cfg. Its errors are config field errors
-// naming the key.
-func compile(cfg *Config) (*zoneSet, error) {
+// checks maps the name of each health check of a configuration to the
+// probe of its state that records of that check answer by (nil when the
+// zones are compiled only to validate them).
+type checks map[string]answer.Probe
+
+// compile builds the zoneSet of cfg. probe resolves a check name to its
+// state once, here, so that answers read health without a name lookup; nil
+// compiles for validation only. Its errors are config field errors naming
+// the key.
+func compile(cfg *Config, probe func(check string) answer.Probe) (*zoneSet, error) {
 	zs := &zoneSet{zones: make(map[string]*zone)}
-	// The names records may refer to, looked up once per value.
-	checks := make(map[string]bool, len(cfg.Health.Checks))
+	checks := make(checks, len(cfg.Health.Checks))
 	for _, cc := range cfg.Health.Checks {
-		checks[cc.Name] = true
+		checks[cc.Name] = nil
+		if probe != nil {
+			checks[cc.Name] = probe(cc.Name)
+		}
 	}
 	var errs []error
 	var origins []string
@@ -135,7 +145,7 @@ func fieldErr(path, format string, args ...any) error {
 	return config.Errorf(path, "authdns: "+format, args...)
 }
 
-func compileZone(checks map[string]bool, zc ZoneConfig, zi int) (*zone, []error) {
+func compileZone(checks checks, zc ZoneConfig, zi int) (*zone, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	originName, err := absName(zc.Origin, "")
@@ -267,7 +277,7 @@ func mustSet(s *rrset) *rrset {
 }
 
 // compileSet compiles one record set and returns it with its owner.
-func compileSet(checks map[string]bool, rc RecordConfig, origin string, zoneTTL uint32) (*rrset, []byte, []error) {
+func compileSet(checks checks, rc RecordConfig, origin string, zoneTTL uint32) (*rrset, []byte, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	name := rc.Name
@@ -313,7 +323,7 @@ func compileSet(checks map[string]bool, rc RecordConfig, origin string, zoneTTL 
 	if ttl == 0 {
 		ttl = zoneTTL
 	}
-	set := &rrset{rtype: rtype, policy: pol}
+	set := &rrset{rtype: rtype, policy: pol.Index()}
 	acfg := answer.Config{Policy: pol, N: rc.N}
 	for vi, v := range rc.Values {
 		p := fmt.Sprintf("values[%d]", vi)
@@ -332,37 +342,25 @@ func compileSet(checks map[string]bool, rc RecordConfig, origin string, zoneTTL 
 			// is the next owner's pointer.
 			set.targets = append(set.targets, t)
 		}
-		if v.Check != "" && !checks[v.Check] {
-			bad(p+".check", "unknown health check %q (define it under health.checks)", v.Check)
-		}
-		if v.Weight > 0 && pol != answer.Weighted && pol != answer.WeightedSubset {
-			bad(p+".weight", "weight applies to the weighted and weighted-subset policies, not %s", pol)
-		}
-		if v.Secondary && pol != answer.Failover {
-			bad(p+".secondary", "secondary applies to the failover policy, not %s", pol)
-		}
-		if v.Location != "" && pol != answer.CIDR {
-			bad(p+".location", "location applies to the cidr policy, not %s", pol)
+		var probe answer.Probe
+		if v.Check != "" {
+			var ok bool
+			if probe, ok = checks[v.Check]; !ok {
+				bad(p+".check", "unknown health check %q (define it under health.checks)", v.Check)
+			}
 		}
 		set.rrs = append(set.rrs, b)
-		acfg.Records = append(acfg.Records, answer.Record{Check: v.Check, Weight: v.Weight, Secondary: v.Secondary, Location: v.Location})
+		acfg.Records = append(acfg.Records, answer.Record{Health: probe, Weight: v.Weight, Secondary: v.Secondary, Location: v.Location})
 	}
-	if rtype == typeCNAME && len(rc.Values) > 1 && pol != answer.Weighted && pol != answer.Failover {
-		bad("values", "a CNAME answer holds one record: %d values need the weighted or failover policy", len(rc.Values))
-	}
-	if rc.N != 0 && pol != answer.Multivalue && pol != answer.WeightedSubset {
-		bad("n", "n applies to the multivalue and weighted-subset policies, not %s", pol)
-	}
-	if (rc.Shuffle != nil) != (pol == answer.Shuffle) {
-		bad("shuffle", "the shuffle key goes with the shuffle policy and only with it")
-	}
-	if len(rc.Locations) > 0 && pol != answer.CIDR {
-		bad("locations", "locations apply to the cidr policy, not %s", pol)
+	if rtype == typeCNAME && len(rc.Values) > 1 && !pol.OneRecord() {
+		bad("values", "a CNAME answer holds one record: %d values need the %s policy", len(rc.Values), answer.OneRecordPolicies())
 	}
 	if len(errs) > 0 {
 		return nil, nil, errs
 	}
-	if pol == answer.Shuffle {
+	// The keys of the policies' fields become the answer's Config, which
+	// checks them against the policy (answerPath maps its errors back).
+	if rc.Shuffle != nil {
 		d, err := dealerOf(rc.Shuffle, len(rc.Values))
 		if err != nil {
 			bad("shuffle", "%v", err)
@@ -370,7 +368,7 @@ func compileSet(checks map[string]bool, rc RecordConfig, origin string, zoneTTL 
 		}
 		acfg.Dealer = d
 	}
-	if pol == answer.CIDR {
+	if len(rc.Locations) > 0 {
 		acfg.Locations = make(map[string][]netip.Prefix)
 		for loc, ps := range rc.Locations {
 			for i, s := range ps {
@@ -387,8 +385,44 @@ func compileSet(checks map[string]bool, rc RecordConfig, origin string, zoneTTL 
 		return nil, nil, errs
 	}
 	if set.sel, err = answer.NewSet(acfg); err != nil {
-		bad("policy", "%v", err)
+		for _, e := range leaves(err) {
+			var fe *answer.FieldError
+			if errors.As(e, &fe) {
+				bad(answerPath(fe), "%s", fe.Msg)
+			} else {
+				bad("policy", "%v", e)
+			}
+		}
 		return nil, nil, errs
 	}
 	return set, owner, nil
+}
+
+// answerKeys are the keys of a record set that hold each field of an
+// answer.Config.
+var answerKeys = [...]string{
+	answer.FieldPolicy: "policy", answer.FieldRecords: "values", answer.FieldN: "n",
+	answer.FieldDealer: "shuffle", answer.FieldLocations: "locations",
+	answer.FieldWeight: "weight", answer.FieldSecondary: "secondary", answer.FieldLocation: "location",
+}
+
+// answerPath is the key path, relative to the record set, of the field an
+// answer.FieldError is about.
+func answerPath(fe *answer.FieldError) string {
+	key := "policy"
+	if int(fe.Field) < len(answerKeys) {
+		key = answerKeys[fe.Field]
+	}
+	if fe.Record >= 0 {
+		return fmt.Sprintf("values[%d].%s", fe.Record, key)
+	}
+	return key
+}
+
+// leaves returns the errors joined in err (err itself when it joins none).
+func leaves(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

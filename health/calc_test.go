@@ -310,8 +310,9 @@ func TestRefFollowsTheNameAcrossUpdate(t *testing.T) {
 	if !ok || !ra.Healthy() {
 		t.Fatal("Ref of a healthy check")
 	}
-	if _, ok := c.Ref("nope"); ok {
-		t.Error("Ref of an unknown check")
+	early, ok := c.Ref("later")
+	if ok || early.Healthy() {
+		t.Error("Ref of a check not configured yet: configured, or healthy")
 	}
 	if (Ref{}).Healthy() {
 		t.Error("zero Ref is healthy")
@@ -333,9 +334,12 @@ func TestRefFollowsTheNameAcrossUpdate(t *testing.T) {
 	if ra.Healthy() {
 		t.Fatal("Ref of a removed check is healthy")
 	}
-	_ = c.Update(Config{Checks: []CheckConfig{tcpCheck("a"), tcpCheck("b")}})
+	_ = c.Update(Config{Checks: []CheckConfig{tcpCheck("a"), tcpCheck("b"), tcpCheck("later")}})
 	if !ra.Healthy() {
 		t.Fatal("Ref did not follow the check's return")
+	}
+	if !early.Healthy() {
+		t.Fatal("a Ref taken before its check was configured did not follow it")
 	}
 	_, _ = c.Observe("a", errDown)
 	if ra.Healthy() != c.Healthy("a") || ra.Healthy() {

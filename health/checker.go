@@ -218,14 +218,27 @@ type Ref struct{ s *slot }
 // Healthy reports whether the referenced check is healthy.
 func (r Ref) Healthy() bool { return r.s != nil && r.s.healthy.Load() }
 
-// Ref returns a reference to the named check, and false when no check of
-// that name is configured now.
+// Ref returns a reference to the named check and whether a check of that
+// name is configured now. The reference is valid either way: for a name
+// not configured yet it reads false until an Update adds the check, so a
+// caller can resolve the checks of a new configuration before it applies
+// it (authdns compiles the zones of a reload, then updates the checks).
+// Ref takes tmu when the name is not configured.
 func (c *Checker) Ref(name string) (Ref, bool) {
-	ch := c.tab.Load().byName[name]
-	if ch == nil {
-		return Ref{}, false
+	if ch := c.tab.Load().byName[name]; ch != nil {
+		return Ref{ch.state}, true
 	}
-	return Ref{ch.state}, true
+	c.tmu.Lock()
+	defer c.tmu.Unlock()
+	if ch := c.tab.Load().byName[name]; ch != nil {
+		return Ref{ch.state}, true
+	}
+	st := c.slots[name]
+	if st == nil {
+		st = &slot{}
+		c.slots[name] = st
+	}
+	return Ref{st}, false
 }
 
 // Run starts the probes and blocks until ctx ends or Shutdown is called;

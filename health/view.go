@@ -1,8 +1,9 @@
 package health
 
-// View answers whether a named check is healthy. It is what the DNS answer
-// path asks on every query, so implementations must be cheap and safe for
-// concurrent use.
+// View answers whether a named check is healthy, for callers that look
+// checks up by name; implementations must be cheap and safe for concurrent
+// use. The DNS answer path does not look names up: it resolves each
+// record's check to a Ref when it builds a zone.
 //
 // Healthy reports false for a name the view does not know. A record that
 // has no check is healthy by the caller's rule, not the view's: a caller

@@ -15,7 +15,7 @@ func (s *Sim) Step() {
 	st := s.newStep(t)
 	s.events(t, &st)
 	s.updateHealth(t)
-	s.dns.refresh(t, s.health)
+	s.dns.refresh(t)
 	for i, o := range s.origins {
 		s.load[i] = o.load()
 	}

@@ -74,38 +74,46 @@ type dnsModel struct {
 }
 
 // healthView is the DNS health view: the origins the health checks believe
-// are up. It implements answer.Health with checks named by origin index.
+// are up, by origin index. Each DNS record answers by the probe of its
+// origin, resolved when the record set is built.
 type healthView struct {
-	up    []bool
-	names map[string]int
+	up []bool
 }
 
-func (h *healthView) Healthy(check string) bool {
-	i, ok := h.names[check]
-	return !ok || h.up[i]
+// originProbe is the health of one origin in a healthView.
+type originProbe struct {
+	h *healthView
+	i int
 }
 
-var _ answer.Health = (*healthView)(nil)
+func (p *originProbe) Healthy() bool { return p.h.up[p.i] }
+
+var _ answer.Probe = (*originProbe)(nil)
 
 func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) (*dnsModel, *healthView, error) {
 	pol, err := answer.ParsePolicy(sc.DNS.Policy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sim: %w", err)
 	}
-	hv := &healthView{up: make([]bool, len(origins)), names: map[string]int{}}
+	hv := &healthView{up: make([]bool, len(origins))}
 	recs := make([]answer.Record, len(origins))
 	for i, o := range origins {
 		hv.up[i] = true
-		hv.names[o.name] = i
-		recs[i] = answer.Record{Check: o.name, Weight: uint32(o.weight), Secondary: o.secondary}
+		recs[i] = answer.Record{Health: &originProbe{hv, i}}
+		// The scenario's fields go to the policies that read them.
+		if pol.Uses(answer.FieldWeight) {
+			recs[i].Weight = uint32(o.weight)
+		}
+		if pol.Uses(answer.FieldSecondary) {
+			recs[i].Secondary = o.secondary
+		}
 	}
 	cfg := answer.Config{Policy: pol, Records: recs}
-	switch pol {
-	case answer.Multivalue, answer.WeightedSubset:
+	if pol.Uses(answer.FieldN) {
 		cfg.N = sc.DNS.MaxAnswers
 	}
 	d := &dnsModel{rng: rng}
-	if pol == answer.Shuffle {
+	if pol.Uses(answer.FieldDealer) {
 		secret := make([]byte, shard.SecretSize)
 		binary.LittleEndian.PutUint64(secret, sc.Seed)
 		binary.LittleEndian.PutUint64(secret[8:], sc.Seed^0x9e3779b97f4a7c15)
@@ -144,7 +152,7 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 				// moments before the run: the first expiry is uniform
 				// over the TTL.
 				res.expiry[t] = r.IntN(d.ttlSteps)
-				res.answers[t] = d.query(t, hv)
+				res.answers[t] = d.query(t)
 			}
 			d.byPoP[k] = append(d.byPoP[k], len(d.resolvers))
 			d.resolvers = append(d.resolvers, res)
@@ -156,24 +164,24 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 // tenantName is the label of tenant t in shuffle-sharded queries.
 func tenantName(t int) string { return fmt.Sprintf("tenant-%d", t) }
 
-func (d *dnsModel) query(tenant int, hv *healthView) []int {
+func (d *dnsModel) query(tenant int) []int {
 	q := answer.Query{}
 	if d.perTenant {
 		q.Key = d.tenantKeys[tenant]
 	}
-	got, _ := d.set.Select(d.scratch, q, hv, d.rng)
+	got, _ := d.set.Select(d.scratch, q, d.rng)
 	return append([]int(nil), got...)
 }
 
 // refresh re-queries every cached answer that expired at step now and
 // reports whether any did.
-func (d *dnsModel) refresh(now int, hv *healthView) bool {
+func (d *dnsModel) refresh(now int) bool {
 	changed := false
 	for i := range d.resolvers {
 		r := &d.resolvers[i]
 		for t := range r.expiry {
 			if r.expiry[t] <= now {
-				r.answers[t] = d.query(t, hv)
+				r.answers[t] = d.query(t)
 				r.expiry[t] = now + d.ttlSteps
 				changed = true
 			}

@@ -3,15 +3,7 @@ package answer
 import (
 	"math/bits"
 	"net/netip"
-
-	"github.com/corralhq/corral/shard"
 )
-
-// Health tells whether a named check is healthy. The health package's View
-// implements it; nil means everything is healthy.
-type Health interface {
-	Healthy(check string) bool
-}
 
 // Source is a source of uniformly distributed random numbers, such as the
 // sources of math/rand/v2 (*rand.PCG, *rand.ChaCha8).
@@ -45,11 +37,11 @@ type Result struct {
 // Set is a compiled record set with its policy. It is immutable once built
 // and safe for concurrent use; NewSet builds one.
 type Set struct {
-	policy Policy
+	policy *Policy
 	recs   []Record
-	n      int
-	cidr   *cidrTable
-	dealer *shard.Dealer
+	// health holds each record's probe, nil for an always-healthy record.
+	health []Probe
+	sel    selector
 }
 
 // NewSet validates cfg and compiles it into a Set.
@@ -57,18 +49,20 @@ func NewSet(cfg Config) (*Set, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Set{policy: cfg.Policy, recs: append([]Record(nil), cfg.Records...), n: cfg.N, dealer: cfg.Dealer}
-	if s.policy == Multivalue && s.n == 0 {
-		s.n = DefaultMultivalue
+	if cfg.Policy == nil {
+		cfg.Policy = Simple
 	}
-	if s.policy == CIDR {
-		s.cidr = newCIDRTable(cfg.Locations, s.recs)
+	s := &Set{policy: cfg.Policy, recs: append([]Record(nil), cfg.Records...)}
+	s.health = make([]Probe, len(s.recs))
+	for i, r := range s.recs {
+		s.health[i] = r.Health
 	}
+	s.sel = cfg.Policy.build(&cfg)
 	return s, nil
 }
 
 // Policy returns the set's policy.
-func (s *Set) Policy() Policy { return s.policy }
+func (s *Set) Policy() *Policy { return s.policy }
 
 // Len returns the number of records of the set.
 func (s *Set) Len() int { return len(s.recs) }
@@ -77,105 +71,74 @@ func (s *Set) Len() int { return len(s.recs) }
 func (s *Set) Records() []Record { return append([]Record(nil), s.recs...) }
 
 // Select appends to dst[:0] the indices of the records that answer q, in
-// answer order, and returns them with a description of the choice. h may be
-// nil (everything healthy). Select does not allocate when cap(dst) is at
-// least Len(); it is safe for concurrent use when h and r are (give each
-// goroutine its own Source).
-func (s *Set) Select(dst []int, q Query, h Health, r Source) ([]int, Result) {
-	dst = dst[:0]
-	switch s.policy {
-	case Simple:
-		for i := range s.recs {
-			dst = append(dst, i)
-		}
-		shuffle(dst, r)
-		return dst, Result{}
-	case Weighted:
-		return s.weighted(dst, h, r)
-	case Multivalue:
-		dst, open := s.healthy(dst, h, func(Record) bool { return true })
-		return sample(dst, s.n, r), Result{FailOpen: open}
-	case Failover:
-		return s.failover(dst, h, r)
-	case WeightedSubset:
-		return s.subset(dst, h, r)
-	case Shuffle:
-		return s.shuffle(dst, q.Key, h)
-	case CIDR:
-		return s.cidrSelect(dst, q, h, r)
-	}
-	return dst, Result{}
+// answer order, and returns them with a description of the choice. The
+// records' health is read through their probes. Select does not allocate
+// when cap(dst) is at least Len(); it is safe for concurrent use when the
+// probes and r are (give each goroutine its own Source).
+func (s *Set) Select(dst []int, q Query, r Source) ([]int, Result) {
+	return s.sel.pick(s, dst[:0], q, r)
 }
 
 // up reports whether record i is healthy.
-func (s *Set) up(h Health, i int) bool {
-	c := s.recs[i].Check
-	return c == "" || h == nil || h.Healthy(c)
+func (s *Set) up(i int) bool {
+	p := s.health[i]
+	return p == nil || p.Healthy()
 }
 
-// healthy appends the indices of the healthy records that pass keep; when
-// none is healthy it appends every record that passes keep and reports
-// fail-open.
-func (s *Set) healthy(dst []int, h Health, keep func(Record) bool) ([]int, bool) {
-	for i, rec := range s.recs {
-		if keep(rec) && s.up(h, i) {
-			dst = append(dst, i)
-		}
-	}
-	if len(dst) > 0 {
-		return dst, false
-	}
-	for i, rec := range s.recs {
-		if keep(rec) {
-			dst = append(dst, i)
-		}
-	}
-	return dst, true
-}
-
-func (s *Set) failover(dst []int, h Health, r Source) ([]int, Result) {
-	for _, secondary := range [2]bool{false, true} {
-		for i, rec := range s.recs {
-			if rec.Secondary == secondary && s.up(h, i) {
-				dst = append(dst, i)
-			}
-		}
-		if len(dst) > 0 {
-			shuffle(dst, r)
-			return dst, Result{}
-		}
-	}
-	for i, rec := range s.recs {
-		if !rec.Secondary {
-			dst = append(dst, i)
-		}
-	}
-	shuffle(dst, r)
-	return dst, Result{FailOpen: true}
-}
-
-// uintn returns a uniform number in [0, n); n > 0.
+// uintn returns a uniform number in [0, n); n > 0. It is Lemire's
+// multiply-shift without the rejection step: its bias is at most n/2^64.
 func uintn(r Source, n uint64) uint64 {
 	hi, _ := bits.Mul64(r.Uint64(), n)
 	return hi
 }
 
+// batchBound bounds the product of the ranges that shuffle and sample
+// draw from one random number: with it below 2^24 the bias of a batch
+// stays under 2^-40, the order of uintn's own for one draw. A range of
+// MaxRecords fits a batch.
+const batchBound = 1 << 24
+
+const _ = uint(batchBound - MaxRecords)
+
+// shuffle and sample draw several indices from each 64-bit random number
+// x (Brackett-Rozinsky and Lemire's batched ranged random integers,
+// without rejection): the high word of x*n is the draw in [0, n) and the
+// low word is the fraction left for the next one; used is the product of
+// the ranges drawn from x so far. A shuffle of 8 records costs one random
+// number, not 7.
+
 // shuffle permutes a uniformly (Fisher-Yates).
 func shuffle(a []int, r Source) {
+	var x uint64
+	used := uint64(batchBound)
 	for i := len(a) - 1; i > 0; i-- {
-		j := int(uintn(r, uint64(i+1)))
-		a[i], a[j] = a[j], a[i]
+		n := uint64(i + 1)
+		if used*n >= batchBound {
+			x, used = r.Uint64(), 1
+		}
+		hi, lo := bits.Mul64(x, n)
+		x, used = lo, used*n
+		a[i], a[hi] = a[hi], a[i]
 	}
 }
 
 // sample moves a uniform random subset of k elements of a, in random order,
 // to its front and returns it (a partial Fisher-Yates shuffle).
 func sample(a []int, k int, r Source) []int {
-	if k > len(a) {
-		k = len(a)
-	}
+	k = min(k, len(a))
+	var x uint64
+	used := uint64(batchBound)
 	for i := range k {
-		j := i + int(uintn(r, uint64(len(a)-i)))
+		n := uint64(len(a) - i)
+		if n == 1 {
+			break
+		}
+		if used*n >= batchBound {
+			x, used = r.Uint64(), 1
+		}
+		hi, lo := bits.Mul64(x, n)
+		x, used = lo, used*n
+		j := i + int(hi)
 		a[i], a[j] = a[j], a[i]
 	}
 	return a[:k]

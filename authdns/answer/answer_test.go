@@ -1,6 +1,7 @@
 package answer
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"net/netip"
@@ -10,18 +11,38 @@ import (
 	"github.com/corralhq/corral/shard"
 )
 
-// down is a Health view in which the named checks are unhealthy.
+// down names the checks that are unhealthy.
 type down map[string]bool
 
-func (d down) Healthy(c string) bool { return !d[c] }
+// view is the health of a test's checks: the probe of a check reads
+// whether its name is in down, so a test changes health between selections
+// as a health checker would.
+type view struct{ down down }
+
+// probe is the health of the check name of v.
+type probe struct {
+	v    *view
+	name string
+}
+
+func (p probe) Healthy() bool { return !p.v.down[p.name] }
+
+// check returns the probe of the check name.
+func (v *view) check(name string) Probe { return probe{v, name} }
 
 // recs builds records checked by "c0", "c1", ... with the given weights.
-func recs(weights ...uint32) []Record {
+func (v *view) recs(weights ...uint32) []Record {
 	out := make([]Record, len(weights))
 	for i, w := range weights {
-		out[i] = Record{Check: "c" + string(rune('0'+i)), Weight: w}
+		out[i] = Record{Health: v.check("c" + string(rune('0'+i))), Weight: w}
 	}
 	return out
+}
+
+// pick selects from s with the checks of d down.
+func (v *view) pick(s *Set, dst []int, q Query, d down, r Source) ([]int, Result) {
+	v.down = d
+	return s.Select(dst, q, r)
 }
 
 func mustSet(t testing.TB, cfg Config) *Set {
@@ -34,13 +55,13 @@ func mustSet(t testing.TB, cfg Config) *Set {
 }
 
 // counts runs n selections and counts how often each record is answered.
-func counts(s *Set, h Health, q Query, n int) []int {
+func counts(s *Set, v *view, d down, q Query, n int) []int {
 	r := rand.NewPCG(1, 2)
 	c := make([]int, s.Len())
 	dst := make([]int, 0, s.Len())
 	for range n {
 		var out []int
-		out, _ = s.Select(dst, q, h, r)
+		out, _ = v.pick(s, dst, q, d, r)
 		for _, i := range out {
 			c[i]++
 		}
@@ -49,6 +70,7 @@ func counts(s *Set, h Health, q Query, n int) []int {
 }
 
 func TestWeightedRoute53Semantics(t *testing.T) {
+	v := &view{}
 	tests := []struct {
 		name     string
 		weights  []uint32
@@ -65,11 +87,11 @@ func TestWeightedRoute53Semantics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := mustSet(t, Config{Policy: Weighted, Records: recs(tc.weights...)})
+			s := mustSet(t, Config{Policy: Weighted, Records: v.recs(tc.weights...)})
 			r := rand.NewPCG(3, 4)
 			seen := map[int]bool{}
 			for range 2000 {
-				out, res := s.Select(nil, Query{}, tc.down, r)
+				out, res := v.pick(s, nil, Query{}, tc.down, r)
 				if len(out) != 1 {
 					t.Fatalf("weighted answered %d records, want 1", len(out))
 				}
@@ -107,10 +129,11 @@ func chiSquare(obs []int, p []float64) float64 {
 }
 
 func TestWeightedDistributionChiSquare(t *testing.T) {
+	v := &view{}
 	// Records 0..3 healthy with weights 1..4, record 4 (weight 10) down,
 	// record 5 weight 0: answers follow 1:2:3:4 and never 4 or 5.
-	s := mustSet(t, Config{Policy: Weighted, Records: recs(1, 2, 3, 4, 10, 0)})
-	c := counts(s, down{"c4": true}, Query{}, 200000)
+	s := mustSet(t, Config{Policy: Weighted, Records: v.recs(1, 2, 3, 4, 10, 0)})
+	c := counts(s, v, down{"c4": true}, Query{}, 200000)
 	if c[4] != 0 || c[5] != 0 {
 		t.Fatalf("unhealthy or zero-weight record answered: %v", c)
 	}
@@ -122,6 +145,7 @@ func TestWeightedDistributionChiSquare(t *testing.T) {
 }
 
 func TestMultivalue(t *testing.T) {
+	v := &view{}
 	tests := []struct {
 		name      string
 		n         int
@@ -139,11 +163,11 @@ func TestMultivalue(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := mustSet(t, Config{Policy: Multivalue, N: tc.n, Records: recs(make([]uint32, tc.records)...)})
+			s := mustSet(t, Config{Policy: Multivalue, N: tc.n, Records: v.recs(make([]uint32, tc.records)...)})
 			r := rand.NewPCG(5, 6)
 			seen := make([]int, tc.records)
 			for range 1000 {
-				out, res := s.Select(make([]int, 0, tc.records), Query{}, tc.down, r)
+				out, res := v.pick(s, make([]int, 0, tc.records), Query{}, tc.down, r)
 				if len(out) != tc.wantLen || res.FailOpen != tc.wantOpen {
 					t.Fatalf("got %v (fail open %v), want %d records (fail open %v)", out, res.FailOpen, tc.wantLen, tc.wantOpen)
 				}
@@ -177,11 +201,12 @@ func allDown(n int) down {
 }
 
 func TestSimpleAnswersAllInRandomOrder(t *testing.T) {
-	s := mustSet(t, Config{Policy: Simple, Records: recs(0, 0, 0)})
+	v := &view{}
+	s := mustSet(t, Config{Policy: Simple, Records: v.recs(0, 0, 0)})
 	firsts := map[int]int{}
 	r := rand.NewPCG(7, 8)
 	for range 3000 {
-		out, _ := s.Select(nil, Query{}, allDown(3), r)
+		out, _ := v.pick(s, nil, Query{}, allDown(3), r)
 		if len(out) != 3 {
 			t.Fatalf("simple answered %v, want all 3 records (health is not consulted)", out)
 		}
@@ -193,7 +218,8 @@ func TestSimpleAnswersAllInRandomOrder(t *testing.T) {
 }
 
 func TestFailover(t *testing.T) {
-	rs := []Record{{Check: "p1"}, {Check: "p2"}, {Check: "s1", Secondary: true}, {Check: "s2", Secondary: true}}
+	v := &view{}
+	rs := []Record{{Health: v.check("p1")}, {Health: v.check("p2")}, {Health: v.check("s1"), Secondary: true}, {Health: v.check("s2"), Secondary: true}}
 	tests := []struct {
 		name     string
 		down     down
@@ -209,7 +235,7 @@ func TestFailover(t *testing.T) {
 	s := mustSet(t, Config{Policy: Failover, Records: rs})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, res := s.Select(nil, Query{}, tc.down, rand.NewPCG(1, 1))
+			out, res := v.pick(s, nil, Query{}, tc.down, rand.NewPCG(1, 1))
 			slices.Sort(out)
 			if !slices.Equal(out, tc.want) || res.FailOpen != tc.failOpen {
 				t.Errorf("got %v (fail open %v), want %v (fail open %v)", out, res.FailOpen, tc.want, tc.failOpen)
@@ -247,10 +273,11 @@ func subsetInclusion(w []float64, n int) []float64 {
 }
 
 func TestWeightedSubset(t *testing.T) {
+	v := &view{}
 	weights := []uint32{1, 2, 3, 4, 5, 6}
-	s := mustSet(t, Config{Policy: WeightedSubset, N: 3, Records: recs(weights...)})
+	s := mustSet(t, Config{Policy: WeightedSubset, N: 3, Records: v.recs(weights...)})
 	const draws = 100000
-	c := counts(s, nil, Query{}, draws)
+	c := counts(s, v, nil, Query{}, draws)
 	want := subsetInclusion([]float64{1, 2, 3, 4, 5, 6}, 3)
 	for i := range c {
 		got := float64(c[i]) / draws
@@ -275,10 +302,10 @@ func TestWeightedSubset(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := mustSet(t, Config{Policy: WeightedSubset, N: 3, Records: recs(tc.weights...)})
+			s := mustSet(t, Config{Policy: WeightedSubset, N: 3, Records: v.recs(tc.weights...)})
 			r := rand.NewPCG(9, 9)
 			for range 500 {
-				out, res := s.Select(nil, Query{}, tc.down, r)
+				out, res := v.pick(s, nil, Query{}, tc.down, r)
 				u := slices.Clone(out)
 				slices.Sort(u)
 				if len(out) != tc.wantLen || len(slices.Compact(u)) != len(out) || res.FailOpen != tc.failOpen {
@@ -298,14 +325,15 @@ func TestWeightedSubset(t *testing.T) {
 }
 
 func TestCIDR(t *testing.T) {
+	v := &view{}
 	locs := map[string][]netip.Prefix{
 		"eu":    {netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("2001:db8:1::/48")},
 		"eu-de": {netip.MustParsePrefix("10.1.2.0/24")},
 		"us":    {netip.MustParsePrefix("10.2.0.0/16")},
 	}
 	rs := []Record{
-		{Check: "eu", Location: "eu"}, {Check: "de", Location: "eu-de"},
-		{Check: "us", Location: "us"}, {Check: "any", Location: "*"},
+		{Health: v.check("eu"), Location: "eu"}, {Health: v.check("de"), Location: "eu-de"},
+		{Health: v.check("us"), Location: "us"}, {Health: v.check("any"), Location: "*"},
 	}
 	s := mustSet(t, Config{Policy: CIDR, Records: rs, Locations: locs})
 	tests := []struct {
@@ -332,7 +360,7 @@ func TestCIDR(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, res := s.Select(nil, tc.q, tc.down, rand.NewPCG(1, 1))
+			out, res := v.pick(s, nil, tc.q, tc.down, rand.NewPCG(1, 1))
 			if !slices.Equal(out, tc.want) || res.Scope != tc.wantScope || res.FailOpen != tc.failOpen {
 				t.Errorf("got %v scope %d open %v, want %v scope %d open %v", out, res.Scope, res.FailOpen, tc.want, tc.wantScope, tc.failOpen)
 			}
@@ -364,7 +392,7 @@ func TestCIDRScopeNestedLocations(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, res := s.Select(nil, Query{Subnet: netip.MustParsePrefix(tc.subnet)}, nil, rand.NewPCG(1, 1))
+			out, res := s.Select(nil, Query{Subnet: netip.MustParsePrefix(tc.subnet)}, rand.NewPCG(1, 1))
 			if !slices.Equal(out, []int{tc.want}) || res.Scope != tc.wantScope {
 				t.Errorf("got %v scope %d, want [%d] scope %d", out, res.Scope, tc.want, tc.wantScope)
 			}
@@ -403,7 +431,7 @@ func TestCIDRScopeHoldsForItsNetwork(t *testing.T) {
 		s := mustSet(t, Config{Policy: CIDR, Records: rs, Locations: locs})
 		for range 50 {
 			q := randPrefix(4, 32)
-			out, res := s.Select(nil, Query{Subnet: q}, nil, rand.NewPCG(1, 1))
+			out, res := s.Select(nil, Query{Subnet: q}, rand.NewPCG(1, 1))
 			got := rs[out[0]].Location
 			network, _ := q.Addr().Prefix(int(res.Scope))
 			best, want := -1, DefaultLocation
@@ -431,25 +459,28 @@ func testDealer(t testing.TB, n, k, spill int) *shard.Dealer {
 }
 
 func TestShuffle(t *testing.T) {
+	v := &view{}
 	d := testDealer(t, 16, 4, 2)
-	rs := recs(make([]uint32, 16)...)
+	rs := make([]Record, 16)
+	names := make([]string, len(rs))
 	for i := range rs {
-		rs[i].Check = "w" + string(rune('a'+i))
+		names[i] = "w" + string(rune('a'+i))
+		rs[i].Health = v.check(names[i])
 	}
 	s := mustSet(t, Config{Policy: Shuffle, Records: rs, Dealer: d})
 	hand := d.Hand(nil, "acme")
 	spill := d.Spill(nil, "acme")
-	name := func(i int) string { return rs[i].Check }
+	name := func(i int) string { return names[i] }
 
-	out, res := s.Select(nil, Query{Key: "acme"}, nil, nil)
+	out, res := v.pick(s, nil, Query{Key: "acme"}, nil, nil)
 	if !slices.Equal(out, hand) || res.FailOpen {
 		t.Fatalf("healthy: got %v, want the hand %v", out, hand)
 	}
-	other, _ := s.Select(nil, Query{Key: "globex"}, nil, nil)
+	other, _ := v.pick(s, nil, Query{Key: "globex"}, nil, nil)
 	if slices.Equal(other, out) {
 		t.Errorf("two tenants got the same hand %v", out)
 	}
-	out, _ = s.Select(nil, Query{Key: "acme"}, down{name(hand[0]): true}, nil)
+	out, _ = v.pick(s, nil, Query{Key: "acme"}, down{name(hand[0]): true}, nil)
 	if !slices.Equal(out, hand[1:]) {
 		t.Errorf("one member down: got %v, want %v", out, hand[1:])
 	}
@@ -457,31 +488,32 @@ func TestShuffle(t *testing.T) {
 	for _, i := range hand {
 		handDown[name(i)] = true
 	}
-	out, res = s.Select(nil, Query{Key: "acme"}, handDown, nil)
+	out, res = v.pick(s, nil, Query{Key: "acme"}, handDown, nil)
 	if !slices.Equal(out, spill[:1]) || res.FailOpen {
 		t.Errorf("hand down: got %v, want the first spill record of %v (min healthy 1)", out, spill)
 	}
 	for _, i := range spill {
 		handDown[name(i)] = true
 	}
-	out, res = s.Select(nil, Query{Key: "acme"}, handDown, nil)
+	out, res = v.pick(s, nil, Query{Key: "acme"}, handDown, nil)
 	if !slices.Equal(out, hand) || !res.FailOpen {
 		t.Errorf("hand and spill down: got %v (open %v), want the hand %v failing open", out, res.FailOpen, hand)
 	}
 }
 
 func TestConfigErrors(t *testing.T) {
+	v := &view{}
 	tests := []struct {
 		name string
 		cfg  Config
 	}{
 		{"no records", Config{Policy: Simple}},
-		{"subset without n", Config{Policy: WeightedSubset, Records: recs(1)}},
+		{"subset without n", Config{Policy: WeightedSubset, Records: v.recs(1)}},
 		{"failover without primary", Config{Policy: Failover, Records: []Record{{Secondary: true}}}},
-		{"shuffle without dealer", Config{Policy: Shuffle, Records: recs(1)}},
-		{"shuffle dealer size", Config{Policy: Shuffle, Records: recs(1, 1), Dealer: testDealer(t, 3, 1, 0)}},
+		{"shuffle without dealer", Config{Policy: Shuffle, Records: v.recs(1)}},
+		{"shuffle dealer size", Config{Policy: Shuffle, Records: v.recs(1, 1), Dealer: testDealer(t, 3, 1, 0)}},
 		{"cidr unknown location", Config{Policy: CIDR, Records: []Record{{Location: "mars"}}}},
-		{"negative n", Config{Policy: Multivalue, N: -1, Records: recs(1)}},
+		{"negative n", Config{Policy: Multivalue, N: -1, Records: v.recs(1)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -501,26 +533,161 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestSelectDoesNotAllocate(t *testing.T) {
-	h := down{"c3": true}
+	v := &view{}
+	v.down = down{"c3": true}
 	r := rand.NewPCG(1, 2)
 	locs := map[string][]netip.Prefix{"a": {netip.MustParsePrefix("10.0.0.0/8")}}
-	cidr := recs(0, 0)
+	cidr := v.recs(0, 0)
 	cidr[0].Location = "a"
 	sets := []Config{
-		{Policy: Simple, Records: recs(0, 0)},
-		{Policy: Weighted, Records: recs(1, 2, 3, 4)},
-		{Policy: Multivalue, Records: recs(make([]uint32, 10)...)},
-		{Policy: Failover, Records: recs(0, 0)},
-		{Policy: WeightedSubset, N: 3, Records: recs(1, 2, 3, 4, 5, 6)},
-		{Policy: Shuffle, Records: recs(make([]uint32, 16)...), Dealer: testDealer(t, 16, 4, 2)},
+		{Policy: Simple, Records: v.recs(0, 0)},
+		{Policy: Weighted, Records: v.recs(1, 2, 3, 4)},
+		{Policy: Multivalue, Records: v.recs(make([]uint32, 10)...)},
+		{Policy: Failover, Records: v.recs(0, 0)},
+		{Policy: WeightedSubset, N: 3, Records: v.recs(1, 2, 3, 4, 5, 6)},
+		{Policy: Shuffle, Records: v.recs(make([]uint32, 16)...), Dealer: testDealer(t, 16, 4, 2)},
 		{Policy: CIDR, Records: cidr, Locations: locs},
 	}
 	q := Query{Client: netip.MustParseAddr("10.1.2.3"), Key: "acme"}
 	for _, cfg := range sets {
 		s := mustSet(t, cfg)
 		dst := make([]int, 0, s.Len())
-		if a := testing.AllocsPerRun(100, func() { s.Select(dst, q, h, r) }); a != 0 {
+		if a := testing.AllocsPerRun(100, func() { s.Select(dst, q, r) }); a != 0 {
 			t.Errorf("%v: %.1f allocations per Select", cfg.Policy, a)
 		}
 	}
+}
+
+// TestFieldsOfOtherPolicies checks that a field the policy does not read
+// is refused, naming the field and the policies that read it.
+func TestFieldsOfOtherPolicies(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    Config
+		record int
+		field  Field
+		msg    string
+	}{
+		{"weight on multivalue", Config{Policy: Multivalue, Records: []Record{{}, {Weight: 3}}}, 1, FieldWeight,
+			"weight applies to the weighted and weighted-subset policies, not multivalue"},
+		{"secondary on simple", Config{Records: []Record{{Secondary: true}}}, 0, FieldSecondary,
+			"secondary applies to the failover policy, not simple"},
+		{"location on weighted", Config{Policy: Weighted, Records: []Record{{Location: "eu"}}}, 0, FieldLocation,
+			"location applies to the cidr policy, not weighted"},
+		{"n on failover", Config{Policy: Failover, N: 2, Records: []Record{{}}}, -1, FieldN,
+			"n applies to the multivalue and weighted-subset policies, not failover"},
+		{"locations on multivalue", Config{Policy: Multivalue, Records: []Record{{}}, Locations: map[string][]netip.Prefix{"eu": nil}}, -1, FieldLocations,
+			"locations applies to the cidr policy, not multivalue"},
+		{"dealer on cidr", Config{Policy: CIDR, Records: []Record{{}}, Dealer: testDealer(t, 1, 1, 0)}, -1, FieldDealer,
+			"shuffle dealer applies to the shuffle policy, not cidr"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewSet(tc.cfg)
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("NewSet: %v, want a *FieldError", err)
+			}
+			if fe.Record != tc.record || fe.Field != tc.field || fe.Msg != tc.msg {
+				t.Errorf("got record %d field %s %q, want record %d field %s %q", fe.Record, fe.Field, fe.Msg, tc.record, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+// TestPolicyList checks the list of policies: names are distinct and
+// parse back, each policy builds, and Index is the position in Policies.
+func TestPolicyList(t *testing.T) {
+	if len(Policies()) != NumPolicies {
+		t.Fatalf("Policies has %d entries, NumPolicies is %d", len(Policies()), NumPolicies)
+	}
+	seen := map[string]bool{}
+	for i, p := range Policies() {
+		if p.build == nil || p.name == "" || seen[p.name] {
+			t.Errorf("policy %d (%q): no build function, no name or a name seen before", i, p.name)
+		}
+		seen[p.name] = true
+		if p.Index() != i {
+			t.Errorf("%s: Index %d, want %d", p, p.Index(), i)
+		}
+	}
+	if (*Policy)(nil).Index() != Simple.Index() || (*Policy)(nil).String() != "simple" {
+		t.Error("a nil policy is not simple")
+	}
+	if _, err := NewSet(Config{Policy: &Policy{}, Records: []Record{{}}}); err == nil {
+		t.Error("NewSet accepted a policy that is not in the list")
+	}
+	if got := OneRecordPolicies(); got != "weighted or failover" {
+		t.Errorf("OneRecordPolicies = %q", got)
+	}
+}
+
+// TestShuffleIsUniform checks the batched draws of shuffle and sample:
+// every permutation of 4 records is equally likely, every record equally
+// likely at every position of a shuffle of 12 (whose draws span several
+// random numbers), and sample's ordered pairs are uniform.
+func TestShuffleIsUniform(t *testing.T) {
+	r := rand.NewPCG(11, 12)
+	const n = 240000
+	perms := map[[4]int]int{}
+	for range n {
+		a := []int{0, 1, 2, 3}
+		shuffle(a, r)
+		perms[[4]int(a)]++
+	}
+	obs := make([]int, 0, 24)
+	for _, c := range perms {
+		obs = append(obs, c)
+	}
+	if len(obs) != 24 {
+		t.Fatalf("%d of 24 permutations seen", len(obs))
+	}
+	// 23 degrees of freedom: 49.7 is the 0.999 quantile.
+	if x := chiSquare(obs, uniform(24)); x > 49.7 {
+		t.Errorf("permutations of 4: chi-square %.1f > 49.7: %v", x, perms)
+	}
+
+	pos := make([]int, 12*12)
+	for range n / 2 {
+		a := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+		shuffle(a, r)
+		for p, v := range a {
+			pos[p*12+v]++
+		}
+	}
+	for p := range 12 {
+		// 11 degrees of freedom: 31.3 is the 0.999 quantile.
+		if x := chiSquare(pos[p*12:p*12+12], uniform(12)); x > 31.3 {
+			t.Errorf("shuffle of 12, position %d: chi-square %.1f > 31.3: %v", p, x, pos[p*12:p*12+12])
+		}
+	}
+
+	pairs := make([]int, 10*10)
+	for range n {
+		a := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+		out := sample(a, 3, r)
+		pairs[out[0]*10+out[1]]++
+	}
+	var offDiag []int
+	for i, c := range pairs {
+		if i/10 == i%10 {
+			if c != 0 {
+				t.Fatalf("sample repeated record %d", i/10)
+			}
+			continue
+		}
+		offDiag = append(offDiag, c)
+	}
+	// 89 degrees of freedom: 136.0 is the 0.999 quantile.
+	if x := chiSquare(offDiag, uniform(90)); x > 136.0 {
+		t.Errorf("sample of 3 of 10, first two: chi-square %.1f > 136.0", x)
+	}
+}
+
+func uniform(n int) []float64 {
+	p := make([]float64, n)
+	for i := range p {
+		p[i] = 1 / float64(n)
+	}
+	return p
 }

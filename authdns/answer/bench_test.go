@@ -3,20 +3,27 @@ package answer
 import (
 	"math/rand/v2"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 )
 
-// allUp is a Health view in which every check is healthy, by a map lookup
-// as the health package's Checker does.
-type allUp map[string]bool
+// flag is a healthy probe read by one atomic load, as the health
+// package's Ref is.
+type flag struct{ down atomic.Bool }
 
-func (a allUp) Healthy(c string) bool { return a[c] }
+func (f *flag) Healthy() bool { return !f.down.Load() }
+
+// checked returns records with the given weights, each with its own probe.
+func checked(weights ...uint32) []Record {
+	out := make([]Record, len(weights))
+	for i, w := range weights {
+		out[i] = Record{Health: &flag{}, Weight: w}
+	}
+	return out
+}
 
 func BenchmarkSelect(b *testing.B) {
-	up := allUp{}
-	for i := range 16 {
-		up["c"+string(rune('0'+i))] = true
-	}
+	recs := checked
 	locs := map[string][]netip.Prefix{"eu": {netip.MustParsePrefix("10.0.0.0/8")}, "us": {netip.MustParsePrefix("172.16.0.0/12")}}
 	cidr := recs(0, 0, 0)
 	cidr[0].Location, cidr[1].Location = "eu", "us"
@@ -29,7 +36,7 @@ func BenchmarkSelect(b *testing.B) {
 		{"weighted-6", Config{Policy: Weighted, Records: recs(1, 1, 2, 2, 3, 3)}},
 		{"multivalue-8-of-8-checked", Config{Policy: Multivalue, Records: recs(make([]uint32, 8)...)}},
 		{"multivalue-8-of-10-checked", Config{Policy: Multivalue, Records: recs(make([]uint32, 10)...)}},
-		{"failover-2", Config{Policy: Failover, Records: []Record{{Check: "c0"}, {Check: "c1", Secondary: true}}}},
+		{"failover-2", Config{Policy: Failover, Records: []Record{{Health: &flag{}}, {Health: &flag{}, Secondary: true}}}},
 		{"weighted-subset-3-of-6", Config{Policy: WeightedSubset, N: 3, Records: recs(1, 1, 2, 2, 3, 3)}},
 		{"shuffle-4-of-16", Config{Policy: Shuffle, Records: recs(make([]uint32, 16)...), Dealer: testDealer(b, 16, 4, 2)}},
 		{"cidr-3", Config{Policy: CIDR, Records: cidr, Locations: locs}},
@@ -40,7 +47,7 @@ func BenchmarkSelect(b *testing.B) {
 			dst := make([]int, 0, s.Len())
 			b.ReportAllocs()
 			for b.Loop() {
-				s.Select(dst, q, up, r)
+				s.Select(dst, q, r)
 			}
 		})
 	}

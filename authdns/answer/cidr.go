@@ -5,6 +5,36 @@ import (
 	"slices"
 )
 
+// CIDR answers the healthy records of the location whose prefix holds the
+// client's EDNS client subnet (or its address), longest prefix first, else
+// the healthy records of the default location "*", else every record of
+// the client's location (fail open); Result.Scope is the ECS scope. It
+// reads Locations and Record.Location: every location but "*" must be
+// listed.
+var CIDR = &Policy{
+	name:   "cidr",
+	fields: fields(FieldLocations, FieldLocation),
+	validate: func(c *Config) []error {
+		var errs []error
+		for loc, ps := range c.Locations {
+			for _, p := range ps {
+				if !p.IsValid() {
+					errs = append(errs, setErr(FieldLocations, "location %q: invalid prefix", loc))
+				}
+			}
+		}
+		for i, r := range c.Records {
+			if r.Location != "" && r.Location != DefaultLocation {
+				if _, ok := c.Locations[r.Location]; !ok {
+					errs = append(errs, recErr(i, FieldLocation, "unknown location %q", r.Location))
+				}
+			}
+		}
+		return errs
+	},
+	build: func(c *Config) selector { return newCIDRTable(c.Locations, c.Records) },
+}
+
 // cidrTable finds the location of an address by longest prefix match, and
 // the ECS scope of the answer: the length of the network around the address
 // that every address of maps to the same location (RFC 7871 section 7.3.1).
@@ -180,13 +210,12 @@ func commonBits(a, b netip.Addr) int {
 	return n
 }
 
-// cidrSelect answers the healthy records of the client's location, else the
+// pick answers the healthy records of the client's location, else the
 // healthy records of the default location, else every record of the
 // client's location (fail open). A client subnet shorter than a location's
 // prefix is answered as its first address is, with a scope longer than the
 // subnet.
-func (s *Set) cidrSelect(dst []int, q Query, h Health, r Source) ([]int, Result) {
-	t := s.cidr
+func (t *cidrTable) pick(s *Set, dst []int, q Query, r Source) ([]int, Result) {
 	a := q.Client
 	if q.Subnet.IsValid() {
 		a = q.Subnet.Masked().Addr()
@@ -198,7 +227,7 @@ func (s *Set) cidrSelect(dst []int, q Query, h Health, r Source) ([]int, Result)
 	}
 	for _, loc := range []int{li, len(t.members) - 1} {
 		for _, i := range t.members[loc] {
-			if s.up(h, i) {
+			if s.up(i) {
 				dst = append(dst, i)
 			}
 		}

@@ -2,53 +2,10 @@ package answer
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
-	"slices"
-	"strings"
 
 	"github.com/corralhq/corral/shard"
 )
-
-// Policy is a routing policy: how the records of a set make an answer.
-type Policy uint8
-
-// The routing policies. See the package documentation for their semantics.
-const (
-	Simple Policy = iota
-	Weighted
-	Multivalue
-	Failover
-	WeightedSubset
-	Shuffle
-	CIDR
-)
-
-var policyNames = [...]string{"simple", "weighted", "multivalue", "failover", "weighted-subset", "shuffle", "cidr"}
-
-// String returns the policy's name as configuration files spell it.
-func (p Policy) String() string {
-	if int(p) < len(policyNames) {
-		return policyNames[p]
-	}
-	return fmt.Sprintf("policy(%d)", uint8(p))
-}
-
-// Policies returns every policy in a stable order.
-func Policies() []Policy {
-	return []Policy{Simple, Weighted, Multivalue, Failover, WeightedSubset, Shuffle, CIDR}
-}
-
-// ParsePolicy returns the policy named s; the empty name is Simple.
-func ParsePolicy(s string) (Policy, error) {
-	if s == "" {
-		return Simple, nil
-	}
-	if i := slices.Index(policyNames[:], s); i >= 0 {
-		return Policy(i), nil
-	}
-	return 0, fmt.Errorf("answer: unknown policy %q (want one of %s)", s, strings.Join(policyNames[:], ", "))
-}
 
 // Limits of a set.
 const (
@@ -62,12 +19,19 @@ const (
 	DefaultLocation = "*"
 )
 
+// Probe is the health of one record, resolved when the set is built (the
+// health package's Ref is one). Select calls Healthy for candidate records
+// on every query, so it must be cheap, allocation-free and safe for
+// concurrent use.
+type Probe interface {
+	Healthy() bool
+}
+
 // Record is what selection knows of one record of a set. The zero value is
 // an always-healthy primary of weight 0 in the default location.
 type Record struct {
-	// Check names the health check of the record; empty means always
-	// healthy.
-	Check string
+	// Health is the record's health check; nil means always healthy.
+	Health Probe
 	// Weight is the relative weight of weighted and weighted-subset
 	// policies.
 	Weight uint32
@@ -81,8 +45,8 @@ type Record struct {
 
 // Config describes a set of records and its policy.
 type Config struct {
-	// Policy is the routing policy.
-	Policy Policy
+	// Policy is the routing policy; nil means Simple.
+	Policy *Policy
 	// Records are the records of the set, at least one.
 	Records []Record
 	// N is the most records a multivalue answer holds (0 means 8) and the
@@ -96,53 +60,59 @@ type Config struct {
 	Dealer *shard.Dealer
 }
 
-// Validate reports what is wrong with c, with messages that start with
-// "answer: ".
+// Validate reports what is wrong with c as *FieldError values joined with
+// errors.Join, whose messages start with "answer: ". A field that the
+// policy does not read must be left at its zero value.
 func (c Config) Validate() error {
+	p := c.Policy
+	if p == nil {
+		p = Simple
+	}
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("answer: "+format, args...)) }
-	if int(c.Policy) >= len(policyNames) {
-		bad("unknown policy %d", c.Policy)
+	if p.Index() < 0 {
+		errs = append(errs, setErr(FieldPolicy, "unknown policy %q", p.name))
+		return errors.Join(errs...)
 	}
 	if len(c.Records) == 0 {
-		bad("a set needs at least one record")
+		errs = append(errs, setErr(FieldRecords, "a set needs at least one record"))
 	}
 	if len(c.Records) > MaxRecords {
-		bad("a set holds at most %d records, got %d", MaxRecords, len(c.Records))
+		errs = append(errs, setErr(FieldRecords, "a set holds at most %d records, got %d", MaxRecords, len(c.Records)))
 	}
 	if c.N < 0 {
-		bad("n must not be negative, got %d", c.N)
+		errs = append(errs, setErr(FieldN, "n must not be negative, got %d", c.N))
 	}
-	switch c.Policy {
-	case WeightedSubset:
-		if c.N == 0 {
-			bad("weighted-subset needs n, the number of records per answer")
+	// Fields the policy does not read.
+	unused := func(f Field) bool { return !p.fields.has(f) }
+	applies := func(f Field) string {
+		ps, noun := usedBy(f), " policy, not "
+		if len(ps) > 1 {
+			noun = " policies, not "
 		}
-	case Failover:
-		if !slices.ContainsFunc(c.Records, func(r Record) bool { return !r.Secondary }) {
-			bad("failover needs at least one primary record")
+		return f.String() + " applies to the " + oneOf(ps, "and") + noun + p.name
+	}
+	if c.N != 0 && unused(FieldN) {
+		errs = append(errs, setErr(FieldN, "%s", applies(FieldN)))
+	}
+	if c.Dealer != nil && unused(FieldDealer) {
+		errs = append(errs, setErr(FieldDealer, "%s", applies(FieldDealer)))
+	}
+	if len(c.Locations) > 0 && unused(FieldLocations) {
+		errs = append(errs, setErr(FieldLocations, "%s", applies(FieldLocations)))
+	}
+	for i, r := range c.Records {
+		if r.Weight != 0 && unused(FieldWeight) {
+			errs = append(errs, recErr(i, FieldWeight, "%s", applies(FieldWeight)))
 		}
-	case Shuffle:
-		if c.Dealer == nil {
-			bad("shuffle needs a dealer")
-		} else if c.Dealer.Workers() != len(c.Records) {
-			bad("shuffle dealer deals from %d records, the set has %d", c.Dealer.Workers(), len(c.Records))
+		if r.Secondary && unused(FieldSecondary) {
+			errs = append(errs, recErr(i, FieldSecondary, "%s", applies(FieldSecondary)))
 		}
-	case CIDR:
-		for loc, ps := range c.Locations {
-			for _, p := range ps {
-				if !p.IsValid() {
-					bad("location %q: invalid prefix", loc)
-				}
-			}
+		if r.Location != "" && unused(FieldLocation) {
+			errs = append(errs, recErr(i, FieldLocation, "%s", applies(FieldLocation)))
 		}
-		for i, r := range c.Records {
-			if r.Location != "" && r.Location != DefaultLocation {
-				if _, ok := c.Locations[r.Location]; !ok {
-					bad("record %d: unknown location %q", i, r.Location)
-				}
-			}
-		}
+	}
+	if len(errs) == 0 && p.validate != nil {
+		errs = p.validate(&c)
 	}
 	return errors.Join(errs...)
 }

@@ -1,8 +1,9 @@
 // Package answer is the answer selection of corral's authoritative DNS: given
-// the records of a name, a view of their health, what is known of the query
-// (the client's address, its EDNS client subnet, the tenant label of a
-// shuffle-sharded name) and a random source, it returns which records go
-// into the answer.
+// the records of a name with their health (each record's Probe, resolved
+// when the set is built, so that a query looks no name up), what is known
+// of the query (the client's address, its EDNS client subnet, the tenant
+// label of a shuffle-sharded name) and a random source, it returns which
+// records go into the answer.
 //
 // Selection is a pure function of its inputs, with no I/O and no server
 // types in its API, so that the cohort simulator (sim) runs the very same
@@ -34,6 +35,9 @@
 //   - cidr: the records of the location whose prefix holds the client's
 //     address (or its EDNS client subnet), longest prefix first, falling
 //     back to the default location "*".
+//
+// Each policy is one file that declares its *Policy (the fields it reads,
+// their checks and its selection) and one entry in the list of policy.go.
 //
 // The package imports no server code of corral.
 package answer

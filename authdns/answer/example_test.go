@@ -3,20 +3,44 @@ package answer_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/corralhq/corral/authdns/answer"
 	"github.com/corralhq/corral/health"
 )
 
+// checker returns a health Checker with a TCP check for each name (never
+// probed here: the example moves the checks with Force).
+func checker(names ...string) *health.Checker {
+	var cfg health.Config
+	for _, n := range names {
+		cfg.Checks = append(cfg.Checks, health.CheckConfig{Name: n, Kind: health.KindTCP, Address: "127.0.0.1:1", Interval: time.Hour})
+	}
+	c, err := health.New(cfg, health.Options{})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// probe resolves a check of c once, when the set is built.
+func probe(c *health.Checker, name string) answer.Probe {
+	ref, _ := c.Ref(name)
+	return ref
+}
+
 // Weighted answers one record; a zero-weight record is answered only once
-// every record of non-zero weight is unhealthy.
+// every record of non-zero weight is unhealthy. The records' probes are
+// health Refs, resolved when the set is built: the answer follows the
+// checks without looking a name up.
 func ExampleSet_Select_weighted() {
+	c := checker("lb-1", "lb-2", "standby")
 	set, err := answer.NewSet(answer.Config{
 		Policy: answer.Weighted,
 		Records: []answer.Record{
-			{Check: "lb-1", Weight: 10},
-			{Check: "lb-2", Weight: 30},
-			{Check: "standby", Weight: 0},
+			{Health: probe(c, "lb-1"), Weight: 10},
+			{Health: probe(c, "lb-2"), Weight: 30},
+			{Health: probe(c, "standby"), Weight: 0},
 		},
 	})
 	if err != nil {
@@ -24,9 +48,11 @@ func ExampleSet_Select_weighted() {
 	}
 	r := rand.NewPCG(1, 2)
 	dst := make([]int, 0, set.Len())
-	out, _ := set.Select(dst, answer.Query{}, health.Static{"lb-1": true, "lb-2": true, "standby": true}, r)
+	out, _ := set.Select(dst, answer.Query{}, r)
 	fmt.Println("healthy:", len(out), "record, never the standby:", out[0] != 2)
-	out, res := set.Select(dst, answer.Query{}, health.Static{"standby": true}, r)
+	_ = c.Force("lb-1", false)
+	_ = c.Force("lb-2", false)
+	out, res := set.Select(dst, answer.Query{}, r)
 	fmt.Println("both down:", out, "fail open:", res.FailOpen)
 	// Output:
 	// healthy: 1 record, never the standby: true
@@ -35,17 +61,21 @@ func ExampleSet_Select_weighted() {
 
 // Multivalue answers up to 8 healthy records of 10.
 func ExampleSet_Select_multivalue() {
-	recs := make([]answer.Record, 10)
-	up := health.Static{}
-	for i := range recs {
-		recs[i].Check = fmt.Sprint("lb-", i)
-		up[recs[i].Check] = i != 3 // lb-3 is down
+	names := make([]string, 10)
+	for i := range names {
+		names[i] = fmt.Sprint("lb-", i)
+	}
+	c := checker(names...)
+	recs := make([]answer.Record, len(names))
+	for i, n := range names {
+		recs[i].Health = probe(c, n)
 	}
 	set, err := answer.NewSet(answer.Config{Policy: answer.Multivalue, Records: recs})
 	if err != nil {
 		panic(err)
 	}
-	out, _ := set.Select(make([]int, 0, set.Len()), answer.Query{}, up, rand.NewPCG(3, 4))
+	_ = c.Force("lb-3", false)
+	out, _ := set.Select(make([]int, 0, set.Len()), answer.Query{}, rand.NewPCG(3, 4))
 	down := false
 	for _, i := range out {
 		down = down || i == 3

@@ -1,10 +1,21 @@
 package answer
 
-// weighted picks one record with probability weight/sum over the healthy
-// records of non-zero weight, with Route 53's rules for zero weights and
-// for when nothing is healthy.
-func (s *Set) weighted(dst []int, h Health, r Source) ([]int, Result) {
-	dst, nz, total, open := s.weightedCandidates(dst, h)
+// Weighted answers one record, chosen with probability weight/sum among the
+// healthy records of non-zero weight, with Route 53's rules: zero-weight
+// records only when every non-zero one is unhealthy, all-zero weights mean
+// equal chances, and when none is healthy the choice is made as if all
+// were (fail open). It reads Record.Weight.
+var Weighted = &Policy{
+	name:   "weighted",
+	fields: fields(FieldWeight),
+	one:    true,
+	build:  func(*Config) selector { return weighted{} },
+}
+
+type weighted struct{}
+
+func (weighted) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
+	dst, nz, total, open := s.weightedCandidates(dst)
 	if nz == 0 { // only zero weights: equal chances
 		return append(dst[:0], dst[uintn(r, uint64(len(dst)))]), Result{FailOpen: open}
 	}
@@ -12,33 +23,14 @@ func (s *Set) weighted(dst []int, h Health, r Source) ([]int, Result) {
 	return append(dst[:0], dst[j]), Result{FailOpen: open}
 }
 
-// subset samples n records by weight without replacement from the healthy
-// ones (successive weighted draws). Healthy zero-weight records fill up in
-// random order when fewer than n non-zero ones are healthy; when none is
-// healthy the draw is made over every record.
-func (s *Set) subset(dst []int, h Health, r Source) ([]int, Result) {
-	dst, nz, total, open := s.weightedCandidates(dst, h)
-	n := min(s.n, len(dst))
-	k := 0
-	for ; k < n && k < nz; k++ {
-		j := k + s.draw(dst[k:nz], uintn(r, total))
-		total -= uint64(s.recs[dst[j]].Weight)
-		dst[k], dst[j] = dst[j], dst[k]
-	}
-	if k < n { // fill up with zero-weight records, in random order
-		sample(dst[k:], n-k, r)
-	}
-	return dst[:n], Result{FailOpen: open}
-}
-
 // weightedCandidates appends the healthy records, non-zero weights first,
 // or every record (fail-open) when none is healthy. It returns how many have
 // a non-zero weight and the sum of their weights.
-func (s *Set) weightedCandidates(dst []int, h Health) (_ []int, nz int, total uint64, open bool) {
-	dst, nz = s.candidates(dst, h, true)
+func (s *Set) weightedCandidates(dst []int) (_ []int, nz int, total uint64, open bool) {
+	dst, nz = s.candidates(dst, true)
 	if len(dst) == 0 {
 		open = true
-		dst, nz = s.candidates(dst, h, false)
+		dst, nz = s.candidates(dst, false)
 	}
 	for _, i := range dst[:nz] {
 		total += uint64(s.recs[i].Weight)
@@ -62,15 +54,15 @@ func (s *Set) draw(idx []int, x uint64) int {
 
 // candidates appends the records (healthy ones when onlyUp) with the
 // non-zero weights first and returns how many have a non-zero weight.
-func (s *Set) candidates(dst []int, h Health, onlyUp bool) ([]int, int) {
+func (s *Set) candidates(dst []int, onlyUp bool) ([]int, int) {
 	for i, rec := range s.recs {
-		if rec.Weight > 0 && (!onlyUp || s.up(h, i)) {
+		if rec.Weight > 0 && (!onlyUp || s.up(i)) {
 			dst = append(dst, i)
 		}
 	}
 	nz := len(dst)
 	for i, rec := range s.recs {
-		if rec.Weight == 0 && (!onlyUp || s.up(h, i)) {
+		if rec.Weight == 0 && (!onlyUp || s.up(i)) {
 			dst = append(dst, i)
 		}
 	}
