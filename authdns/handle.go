@@ -139,6 +139,8 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 		return rcodeRefused
 	}
 	switch q.qtype {
+	case 0:
+		return rcodeNotImp // type 0 is reserved (RFC 6895); Knot answers NOTIMP
 	case typeOPT:
 		return rcodeFormErr
 	case typeAXFR, typeIXFR:
