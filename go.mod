@@ -3,7 +3,6 @@ module github.com/corralhq/corral
 go 1.26.0
 
 require (
-	codeberg.org/miekg/dns v0.6.0
 	github.com/dchest/siphash v1.2.3
 	github.com/goccy/go-yaml v1.19.2
 	github.com/golang-jwt/jwt/v5 v5.3.1

@@ -1,7 +1,6 @@
 package authdns
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -200,11 +199,3 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 var _ prometheus.Collector = (*collector)(nil)
-
-// rcodeLabel names an rcode for logs.
-func rcodeLabel(rc int) string {
-	if n, ok := rcodeNames[rc]; ok {
-		return n
-	}
-	return strconv.Itoa(rc)
-}

@@ -54,15 +54,6 @@ func wireName(s string) ([]byte, error) {
 	return b[:n:n], nil
 }
 
-// configName is absName then wireName: the wire form of a configured name.
-func configName(s, origin string) ([]byte, error) {
-	a, err := absName(s, origin)
-	if err != nil {
-		return nil, err
-	}
-	return wireName(a)
-}
-
 // presentation returns the dotted form of a wire name, for messages.
 func presentation(w []byte) string {
 	s, _, err := dns.UnpackDomainName(w, 0)

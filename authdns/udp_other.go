@@ -2,7 +2,10 @@
 
 package authdns
 
-import "net"
+import (
+	"errors"
+	"net"
+)
 
 // serveUDP answers datagrams one at a time until the socket is closed.
 func (w *worker) serveUDP(c *net.UDPConn) {
@@ -11,7 +14,7 @@ func (w *worker) serveUDP(c *net.UDPConn) {
 	for {
 		n, from, err := c.ReadFromUDPAddrPort(in)
 		if err != nil {
-			if isClosed(err) {
+			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue

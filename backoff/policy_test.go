@@ -265,7 +265,7 @@ func TestUClamp(t *testing.T) {
 		p := mustNew(t, cfg)
 		for _, attempt := range []int{1, 5} {
 			lo, hi := Bounds(p, attempt, time.Second)
-			for _, u := range []float64{math.NaN(), -0.5, math.Inf(-1), -0.0} {
+			for _, u := range []float64{math.NaN(), -0.5, math.Inf(-1), math.Copysign(0, -1)} {
 				if d := p.Delay(attempt, time.Second, u); d != lo {
 					t.Errorf("%s: Delay(u=%v) = %v, want the lower bound %v", p.Name(), u, d, lo)
 				}

@@ -23,14 +23,7 @@ type Static map[string]bool
 // Healthy reports s[name].
 func (s Static) Healthy(name string) bool { return s[name] }
 
-// ViewFunc adapts a function to a View.
-type ViewFunc func(name string) bool
-
-// Healthy reports f(name).
-func (f ViewFunc) Healthy(name string) bool { return f(name) }
-
 var (
 	_ View = Static(nil)
-	_ View = ViewFunc(nil)
 	_ View = (*Checker)(nil)
 )

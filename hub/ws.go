@@ -4,14 +4,12 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"syscall"
 	"time"
 	"unsafe"
 
 	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/nbhttp"
 	nbws "github.com/lesismal/nbio/nbhttp/websocket"
-	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -67,24 +65,6 @@ func (t *wsTransport) mt() nbws.MessageType {
 // that fit wsTransport.
 func msTimeout(d time.Duration) int32 {
 	return int32(min(max(d.Milliseconds(), 1), math.MaxInt32))
-}
-
-// unsent returns the bytes in the socket's kernel send queue, or 0 when it
-// cannot tell.
-func (t *wsTransport) unsent() int {
-	sc, ok := t.conn.Conn.(syscall.Conn)
-	if !ok {
-		return 0
-	}
-	raw, _ := sc.SyscallConn() // not kept: this is the slow path, and idle sessions stay small
-	if raw == nil {
-		return 0
-	}
-	n := 0
-	_ = raw.Control(func(fd uintptr) {
-		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
-	})
-	return n
 }
 
 // room waits until the kernel takes more, or the write timeout passes.

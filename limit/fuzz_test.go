@@ -16,7 +16,7 @@ func FuzzSample(f *testing.F) {
 	f.Add(int64(0), int64(10_000_000), 5, false, int64(1), 0.01)
 	f.Add(int64(-5), int64(-1), -1, true, int64(-1), math.NaN())
 	f.Add(int64(1<<62), int64(math.MaxInt64), math.MaxInt, false, int64(math.MaxInt64), math.Inf(1))
-	f.Add(int64(1), int64(0), 0, true, int64(0), -0.0)
+	f.Add(int64(1), int64(0), 0, true, int64(0), math.Copysign(0, -1))
 	f.Add(int64(7), int64(time.Hour)+1, 3, false, int64(1<<41), 3600.0001)
 	f.Fuzz(func(t *testing.T, startNs, rttNs int64, inFlight int, dropped bool, weight int64, secs float64) {
 		c := Common{InitialLimit: 10, MinLimit: 2, MaxLimit: 50, Window: time.Millisecond, MinSamples: 1}

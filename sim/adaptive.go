@@ -143,10 +143,10 @@ func (a *adaptive) observe(now time.Time, latency time.Duration, inflight float6
 
 func (a *adaptive) limit() int { return a.lim.Limit() }
 
-// adaptiveAdmit applies adaptive admission to the attempts arr (demand
-// devices) that reached origin i, and the shedder's quota of severed
-// sessions. It returns the admitted attempts.
-func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, demand int64, st *Step) ([]cohort, int64) {
+// adaptiveAdmit applies adaptive admission to the attempts arr that reached
+// origin i, and the shedder's quota of severed sessions. It returns the
+// admitted attempts and how many devices they hold.
+func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, st *Step) ([]cohort, int64) {
 	now := s.epoch.Add(time.Duration(t) * s.dt)
 	byPrio := make([]int64, s.nP)
 	for _, c := range arr {
@@ -154,7 +154,7 @@ func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, demand int64, st 
 	}
 	admitted, sever, hints := o.adm.admit(now, o.work, byPrio, o.connPrio)
 	out := s.admitted[:0]
-	demand = 0
+	var demand int64
 	for p := range s.nP {
 		group := s.group[:0]
 		for _, c := range arr {

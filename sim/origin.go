@@ -61,8 +61,3 @@ func (o *origin) load() float64 {
 	}
 	return float64(o.conns+o.willConn) / float64(o.maxConn)
 }
-
-// queueWait is how long a handshake admitted now waits before service.
-func (o *origin) queueWait(extra float64) time.Duration {
-	return time.Duration((o.work + extra) / o.muSec * float64(time.Second))
-}

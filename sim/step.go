@@ -223,7 +223,7 @@ func (s *Sim) admit(t, i int, o *origin, st *Step) {
 		demand = free
 	}
 	if o.adm != nil {
-		arr, demand = s.adaptiveAdmit(t, i, o, arr, demand, st)
+		arr, demand = s.adaptiveAdmit(t, i, o, arr, st)
 	} else if o.backlog > 0 {
 		room := int64(max(0, o.backlog-o.work))
 		if demand > room {

@@ -1,15 +1,11 @@
-//go:build libchoice
-
-// This file holds the measurement behind the choice of DNS library (see
-// README.md, "DNS library"). It is built only with -tags libchoice:
-//
-//	go test -tags libchoice -run TestLibServed -bench Lib -benchmem ./authdns/
-package authdns
+package dnslib
 
 import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +13,9 @@ import (
 	v2 "codeberg.org/miekg/dns"
 	v2rdata "codeberg.org/miekg/dns/rdata"
 	v1 "github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralhq/corral/authdns"
 )
 
 func libQuery(tb testing.TB) []byte {
@@ -168,9 +167,51 @@ func TestLibServed(t *testing.T) {
 	t.Logf("codeberg.org/miekg/dns v0.6.0 server: %v CPU per query", served(t, pc2.LocalAddr().String(), n))
 	s2.Shutdown(context.Background())
 
-	// corral's own wire path (this package), one socket.
-	cfg := decodeConfig(t, benchZone())
-	cfg.Sockets = 1
-	_, addr := startConfig(t, cfg, Options{})
+	// corral's own wire path, one socket.
+	addr := startAuthDNS(t)
 	t.Logf("authdns (hand-written wire path, recvmmsg): %v CPU per query", served(t, addr, n))
+}
+
+// startAuthDNS runs corral's server for a zone with static.corral.test (the
+// two A records the library handlers answer) on one socket and returns its
+// address.
+func startAuthDNS(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "dns.yaml")
+	zone := `
+listen: 127.0.0.1:0
+sockets: 1
+rrl: {enabled: false}
+zones:
+  - origin: corral.test
+    ns: [ns1.corral.test]
+    records:
+      - {name: static, type: A, values: [192.0.2.1, 192.0.2.2]}
+`
+	if err := os.WriteFile(path, []byte(zone), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := authdns.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := authdns.New(cfg, authdns.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx) }()
+	<-s.Started()
+	if err := s.Ready(); err != nil {
+		cancel()
+		t.Fatalf("authdns did not start: %v (%v)", err, <-errc)
+	}
+	t.Cleanup(func() {
+		cancel()
+		sctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		_ = s.Shutdown(sctx)
+		<-errc
+	})
+	return s.Addr().String()
 }

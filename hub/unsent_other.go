@@ -1,0 +1,8 @@
+//go:build !linux
+
+package hub
+
+// unsent returns 0: only Linux tells how many bytes of a socket's send queue
+// the peer has not taken (SIOCOUTQ). Elsewhere room never waits, and a peer
+// that stops reading is found by the connection's write timeout alone.
+func (t *wsTransport) unsent() int { return 0 }
