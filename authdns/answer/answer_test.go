@@ -355,6 +355,8 @@ func TestCIDR(t *testing.T) {
 		{"no match: default location", Query{Subnet: netip.MustParsePrefix("192.0.2.0/24")}, nil, []int{3}, 1, false},
 		{"no match next to a location", Query{Subnet: netip.MustParsePrefix("10.3.0.0/24")}, nil, []int{3}, 16, false},
 		{"no match, short subnet holding a location", Query{Subnet: netip.MustParsePrefix("10.0.0.0/8")}, nil, []int{3}, 16, false},
+		{"v4-mapped client subnet: the scope in IPv6 bits", Query{Subnet: netip.MustParsePrefix("::ffff:10.1.2.0/120")}, nil, []int{1}, 120, false},
+		{"client subnet /0: untailored, scope 0", Query{Subnet: netip.MustParsePrefix("0.0.0.0/0")}, nil, []int{3}, 0, false},
 		{"unhealthy location falls back to default", Query{Client: netip.MustParseAddr("10.2.0.1")}, down{"us": true}, []int{3}, 0, false},
 		{"all down: fail open to the location", Query{Client: netip.MustParseAddr("10.2.0.1")}, down{"us": true, "any": true}, []int{2}, 0, true},
 	}

@@ -222,8 +222,13 @@ func (t *cidrTable) pick(s *Set, dst []int, q Query, r Source) ([]int, Result) {
 	}
 	li, scope := t.lookup(a)
 	res := Result{Scope: scope}
-	if !q.Subnet.IsValid() {
+	switch {
+	case !q.Subnet.IsValid(), q.Subnet.Bits() == 0:
+		// No subnet, or /0: a client that does not want its answer
+		// tailored, so none is cached as tailored either.
 		res.Scope = 0
+	case a.Is4In6():
+		res.Scope += 96 // the scope counts the bits of the subnet's own family
 	}
 	for _, loc := range []int{li, len(t.members) - 1} {
 		for _, i := range t.members[loc] {
