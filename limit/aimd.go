@@ -9,7 +9,9 @@ import (
 // with dropped work or a latency percentile above Timeout multiplies the
 // limit by BackoffRatio; an uncongested window that used the limit adds
 // Increase (after a slow start that doubles the limit until the first
-// congested window). The limit stays in [MinLimit, MaxLimit].
+// congested window). A window that used less than AppLimitRatio of the
+// limit changes neither way (see Common.AppLimitRatio). The limit stays in
+// [MinLimit, MaxLimit].
 //
 // An AIMD is safe for concurrent use. The zero value is not usable; call
 // NewAIMD.
@@ -47,12 +49,15 @@ func (a *AIMD) String() string {
 
 func (a *AIMD) step(sum summary) {
 	k := &a.k
+	if k.appLimited(sum) {
+		return
+	}
 	if sum.drops > 0 || (sum.count > 0 && sum.rtt > a.cfg.Timeout) {
 		k.est *= a.cfg.BackoffRatio
 		k.congested()
 		return
 	}
-	if sum.count == 0 || !k.saturated(sum) {
+	if sum.count == 0 {
 		return
 	}
 	if k.slowStart {

@@ -19,14 +19,17 @@ type Common struct {
 	// Window is the measurement window: the limit changes at most once per
 	// window. Default 500 ms.
 	Window time.Duration `yaml:"window"`
-	// MinSamples is the sample weight a window needs before it closes
-	// (a window closes anyway after ten times Window). Default 10.
+	// MinSamples is the sample weight (successes and drops) a window needs
+	// before it closes, however long that takes: fewer are no evidence to
+	// move the limit on. Default 10.
 	MinSamples int `yaml:"min_samples"`
 	// Percentile is the latency percentile measured per window. Default 0.99.
 	Percentile float64 `yaml:"percentile"`
 	// AppLimitRatio: a window whose peak in-flight stays below this
-	// fraction of the limit earns no increase, so an idle limit does not
-	// creep up. Default 0.5.
+	// fraction of the limit is app-limited: it neither raises the limit
+	// (an idle limit does not creep up) nor lowers it (its slow latencies
+	// or drops are not the limit's doing), and a limit below InitialLimit
+	// returns toward it. Default 0.5.
 	AppLimitRatio float64 `yaml:"app_limit_ratio"`
 	// DropRatio multiplies the limit after a window with dropped work.
 	// Default 0.9.

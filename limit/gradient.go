@@ -14,8 +14,12 @@ import "fmt"
 //   - the ideal is never one lucky sample: it is a low percentile over a
 //     ring of per-window percentiles, and it ages out;
 //   - dropped work feeds no latency (it decreases the limit by DropRatio);
-//   - the QueueSize headroom is added only to a limit that is in use (see
-//     Common.AppLimitRatio), so an idle limit does not creep up;
+//   - a window that used less than Common.AppLimitRatio of the limit
+//     neither raises it (an idle limit does not creep up) nor lowers it
+//     (a trickle's noisy latencies do not ratchet it down), and a limit
+//     below InitialLimit returns toward it on such windows;
+//   - a window closes only with MinSamples of weight, so a trickle does
+//     not decide on the slowest of two requests;
 //   - a slow start doubles the limit every uncongested window, so 20 to
 //     10,000 takes nine windows (4.5 s by default), and later growth doubles
 //     its step each consecutive uncongested window to find a raised knee;
@@ -60,6 +64,9 @@ func (g *Gradient) String() string {
 
 func (g *Gradient) step(sum summary) {
 	k := &g.k
+	if k.appLimited(sum) {
+		return
+	}
 	if sum.drops > 0 {
 		k.est *= k.c.DropRatio
 		k.congested()
@@ -77,14 +84,8 @@ func (g *Gradient) step(sum summary) {
 		// at MinGradient. A constant headroom would hold the limit at
 		// QueueSize / (1 - MinGradient) however congested the server is.
 		q *= max(0, (grad-g.cfg.MinGradient)/(1-g.cfg.MinGradient))
-		next := k.est*grad + q
-		if !k.saturated(sum) {
-			next = min(next, k.est)
-		}
-		k.est = next
+		k.est = k.est*grad + q
 		return
 	}
-	if k.saturated(sum) {
-		k.est += k.increase(q)
-	}
+	k.est += k.increase(q)
 }

@@ -58,6 +58,9 @@ func (g *Gradient2) String() string {
 func (g *Gradient2) step(sum summary) {
 	k := &g.k
 	if sum.drops > 0 {
+		if k.appLimited(sum) {
+			return
+		}
 		k.est *= k.c.DropRatio
 		k.congested()
 		return
@@ -79,7 +82,7 @@ func (g *Gradient2) step(sum summary) {
 		g.long *= 0.95
 	}
 	k.ideal = durationOf(g.long)
-	if !k.saturated(sum) {
+	if k.appLimited(sum) {
 		return
 	}
 	grad := max(0.5, min(1, g.cfg.Tolerance*g.long/short))

@@ -75,6 +75,7 @@ type Limiter struct {
 	lastRej  [2]int64
 	reserve  [2]float64
 	hold     [2]float64 // decaying recent peak in-flight of P0 and P1
+	holdAll  float64    // decaying recent peak in-flight of all priorities
 	lastNs   int64      // time of the last flush, ns since base
 }
 
@@ -121,12 +122,10 @@ func (l *Limiter) at(t time.Time) int64 { return int64(t.Sub(l.base)) }
 
 // TryAcquire admits one unit of work if in-flight is below the limit.
 // Without priorities this is the method most callers want.
-func (l *Limiter) TryAcquire() (Token, bool) { return l.acquire(l.ceil[P0].Load(), -1, nil) }
+func (l *Limiter) TryAcquire() (Token, bool) { return l.acquire(-1, nil) }
 
 // TryAcquireAt is TryAcquire at an explicit time, for tests and simulations.
-func (l *Limiter) TryAcquireAt(now time.Time) (Token, bool) {
-	return l.acquire(l.ceil[P0].Load(), -1, &now)
-}
+func (l *Limiter) TryAcquireAt(now time.Time) (Token, bool) { return l.acquire(-1, &now) }
 
 // TryAcquirePriority admits one unit of work of priority p. P0 may use the
 // whole limit; P1 may not use the slots reserved for P0, and P2 may not use
@@ -136,20 +135,25 @@ func (l *Limiter) TryAcquireAt(now time.Time) (Token, bool) {
 // second), and it doubles at each flush after that priority was turned
 // away. So a higher priority whose demand fits under the limit takes the
 // slots it needs from lower ones within a few flush intervals and keeps
-// them while it is active; at a limit of one or two a recently active P0
-// holds the only slot.
+// them while it is active. The reserves never take the last slot: every
+// priority's ceiling is at least one, so an idle Limiter admits any
+// priority.
 //
-// P0's reserved slots are P0's even when lower-priority work admitted
-// under an earlier, higher limit still fills the node: a P0 whose
-// priority has fewer tokens in flight than its reserve is admitted, so
-// in-flight may then exceed the limit by at most the P0 reserve while that
-// work drains. Without priorities (TryAcquire) the limit is never
-// exceeded. An invalid p is rejected.
+// P0's reserved slots are P0's even when lower-priority work (admitted
+// under an earlier, higher limit, or in the one slot the reserves leave it)
+// fills the node: a P0 whose priority has fewer tokens in flight than its
+// reserve is admitted, so in-flight may then exceed the limit by at most
+// the P0 reserve while that work drains. Without priorities (TryAcquire)
+// the limit is never exceeded. An invalid p is rejected.
+//
+// No refusal is decided on stale ceilings: a refusal after the flush
+// interval recomputes them first (reading the clock, which an admission
+// does not) and tries again.
 func (l *Limiter) TryAcquirePriority(p Priority) (Token, bool) {
 	if !p.Valid() {
 		return Token{}, false
 	}
-	return l.acquire(l.ceil[p].Load(), int8(p), nil)
+	return l.acquire(int8(p), nil)
 }
 
 // TryAcquirePriorityAt is TryAcquirePriority at an explicit time.
@@ -157,21 +161,36 @@ func (l *Limiter) TryAcquirePriorityAt(p Priority, now time.Time) (Token, bool) 
 	if !p.Valid() {
 		return Token{}, false
 	}
-	return l.acquire(l.ceil[p].Load(), int8(p), &now)
+	return l.acquire(int8(p), &now)
 }
 
-func (l *Limiter) acquire(ceiling int64, prio int8, now *time.Time) (Token, bool) {
+// ceiling returns the admission ceiling of prio (-1: none).
+func (l *Limiter) ceiling(prio int8) int64 { return l.ceil[max(prio, 0)].Load() }
+
+func (l *Limiter) acquire(prio int8, now *time.Time) (Token, bool) {
+	fresh := false // the ceilings were recomputed for this acquisition
 	for {
 		w := l.word.Load()
 		n := int64(uint32(w))
-		if n >= ceiling {
+		if n >= l.ceiling(prio) {
 			if prio == int8(P0) && l.takeReserve() {
-				// Lower-priority work admitted under a higher limit still
-				// holds slots; P0's reserved slots are P0's all the same.
+				// Lower-priority work holds the slots below the limit;
+				// P0's reserved slots are P0's all the same.
 				w = l.word.Add((1 << 32) + 1)
 				return l.admitted(w-(1<<32)-1, prio, true, now), true
 			}
-			l.reject(prio, now)
+			t := l.nowNs()
+			if now != nil {
+				t = l.at(*now)
+			}
+			if !fresh && t >= l.flushAt.Load() {
+				// The ceilings are older than the flush interval: the
+				// reserves they hold may have decayed, the limit moved.
+				fresh = true
+				l.flush(t)
+				continue
+			}
+			l.reject(prio, t)
 			return Token{}, false
 		}
 		if l.word.CompareAndSwap(w, w+(1<<32)+1) {
@@ -225,29 +244,18 @@ func (l *Limiter) admitted(w uint64, prio int8, counted bool, now *time.Time) To
 	return t
 }
 
-// reject counts a refusal. Refusals also flush when one is due (checking
-// the clock on every 16th refusal when no time is given): otherwise a
-// Limiter whose ceilings shut a priority out would never flush again.
-func (l *Limiter) reject(prio int8, now *time.Time) {
-	r := l.rejected.Add(1)
-	if prio >= 0 {
-		l.prioRej[prio].Add(1)
-	}
-	var t int64
-	switch {
-	case now != nil:
-		t = l.at(*now)
-	case r&15 == 0 || prio == int8(P0):
-		t = l.nowNs()
-	default:
+// reject counts a refusal at t (ns since the base).
+func (l *Limiter) reject(prio int8, t int64) {
+	l.rejected.Add(1)
+	if prio < 0 {
 		return
 	}
+	l.prioRej[prio].Add(1)
 	if prio == int8(P0) {
 		// A refused P0 is rare and urgent: recompute the ceilings now so
-		// that lower priorities stop taking the slots P0 needs.
+		// that its reserve doubles and lower priorities stop taking the
+		// slots P0 needs.
 		l.flushAt.Store(min(l.flushAt.Load(), t))
-	}
-	if t >= l.flushAt.Load() {
 		l.flush(t)
 	}
 }
@@ -374,6 +382,7 @@ func (l *Limiter) flush(now int64) {
 	l.lastSeq = seq
 	l.acquired += acquired
 	peak := int(l.peak.Swap(int64(uint32(w))))
+	l.holdAll = max(float64(peak), l.holdAll*halfLife(time.Duration(now-l.lastNs)))
 	start := l.base.Add(time.Duration(now))
 	l.hist.drain(func(d time.Duration, n int64) {
 		_, _ = l.lim.Update(Sample{Start: start, RTT: d, InFlight: peak, Weight: n})
@@ -407,7 +416,7 @@ func (l *Limiter) flush(now int64) {
 // limit and the recent demand of P0 and P1. Called with l.mu held (or
 // before the Limiter is shared).
 func (l *Limiter) setCeilings(limit int, peak0, peak1 int64, elapsed time.Duration) {
-	decay := math.Pow(0.5, max(0, elapsed.Seconds())) // half-life of one second
+	decay := halfLife(elapsed)
 	lim := float64(limit)
 	peaks := [2]int64{peak0, peak1}
 	mins := [2]float64{l.cfg.Reserve.P0, l.cfg.Reserve.P1}
@@ -423,8 +432,9 @@ func (l *Limiter) setCeilings(limit int, peak0, peak1 int64, elapsed time.Durati
 		// limits); demand earns 1.5 x its recent peak, rounded up.
 		r := max(math.Floor(mins[i]*lim), math.Ceil(1.5*h))
 		if i == 0 && (lim >= 2 || h > 0) {
-			// P0 always finds a free slot once the limit allows one, and
-			// takes the only slot while it is active.
+			// P0 always has a reserved slot once the limit allows one,
+			// and while it is active: kept free below the limit, or taken
+			// above it (takeReserve) when the limit is one.
 			r = max(r, 1)
 		}
 		if rej != l.lastRej[i] {
@@ -434,12 +444,29 @@ func (l *Limiter) setCeilings(limit int, peak0, peak1 int64, elapsed time.Durati
 		l.reserve[i] = min(r, lim)
 	}
 	l.res0.Store(int64(l.reserve[0]))
-	c1 := max(0, lim-l.reserve[0])
-	c2 := max(0, c1-l.reserve[1])
+	// The reserves never take the last slot (once the limit is two or
+	// more): a priority shut out with nothing in flight is refused for
+	// nothing. And while the recent peak in-flight of all priorities is
+	// below half the limit, they leave that half to every priority: the
+	// limiter is far from full, a slot taken there costs a higher
+	// priority nothing (P0 still finds its reserved slots, above the
+	// limit if need be: takeReserve), and reserves sized on each
+	// priority's own recent peak add up to more than the load they
+	// come from.
+	floor := min(1, lim-1)
+	if l.holdAll < lim/2 {
+		floor = lim - math.Floor(lim/2)
+	}
+	c1 := max(floor, lim-l.reserve[0])
+	c2 := max(floor, c1-l.reserve[1])
 	l.ceil[P0].Store(int64(limit))
 	l.ceil[P1].Store(int64(c1))
 	l.ceil[P2].Store(int64(c2))
 }
+
+// halfLife returns the decay over elapsed of a quantity with a half-life
+// of one second.
+func halfLife(elapsed time.Duration) float64 { return math.Pow(0.5, max(0, elapsed.Seconds())) }
 
 // Limit returns the current limit.
 func (l *Limiter) Limit() int { return int(l.ceil[P0].Load()) }

@@ -48,7 +48,7 @@ func (l *Limiter) Snapshot() LimiterSnapshot {
 		Algorithm: l.lim.Stats(),
 	}
 	for p := range s.Ceilings {
-		s.Ceilings[p] = int(l.ceil[p].Load())
+		s.Ceilings[p] = int(l.ceiling(int8(p)))
 		s.RejectedByPriority[p] = l.prioRej[p].Load()
 	}
 	return s

@@ -52,12 +52,15 @@ func (v *Vegas) String() string {
 
 func (v *Vegas) step(sum summary) {
 	k := &v.k
+	if k.appLimited(sum) {
+		return
+	}
 	if sum.drops > 0 {
 		k.est *= k.c.DropRatio
 		k.congested()
 		return
 	}
-	if sum.count == 0 || k.ideal == 0 || !k.saturated(sum) {
+	if sum.count == 0 || k.ideal == 0 {
 		return
 	}
 	queue := math.Ceil(k.est * (1 - float64(k.ideal)/float64(sum.rtt)))

@@ -42,13 +42,13 @@ func (w *window) add(s Sample) (sum summary, closed bool) {
 		w.h.add(s.RTT, s.weight())
 	}
 	w.peak = max(w.peak, s.InFlight)
-	elapsed := s.Start.Sub(w.start)
-	if elapsed < w.dur {
-		return summary{}, false
-	}
-	// A window with too few samples stays open, up to ten windows long,
-	// so that a trickle of traffic does not produce p99s of two requests.
-	if w.h.total < w.minSamples && w.drops == 0 && elapsed < 10*w.dur {
+	// A window closes once it has lasted dur and holds minSamples of
+	// weight, successes and drops together. One with fewer stays open for
+	// as long as it takes: a trickle of traffic must not produce p99s of
+	// two requests, nor cut the limit on one drop (closing such windows
+	// after a timeout made a near-idle limiter's limit drift down on the
+	// noise of a few samples).
+	if s.Start.Sub(w.start) < w.dur || w.h.total+w.drops < w.minSamples {
 		return summary{}, false
 	}
 	sum = summary{end: s.Start, rtt: w.h.quantile(w.pct), count: w.h.total, drops: w.drops, peak: w.peak}
@@ -180,9 +180,13 @@ func (k *core) update(s Sample, step func(sum summary)) (int, error) {
 		}
 		k.ideal = k.base.ideal()
 	}
+	used := k.saturated(sum)
 	step(sum)
 	k.publish()
-	if k.base != nil {
+	if k.base != nil && used {
+		// A probe measures the latency without the queue the limit lets
+		// build; a window that did not use the limit had none, so probes
+		// wait for one that does.
 		k.maybeProbe(sum.end)
 	}
 	return int(k.pub.Load()), nil
@@ -251,6 +255,28 @@ func (k *core) scheduleProbe(now time.Time) {
 // limit must not make the limit creep up.
 func (k *core) saturated(sum summary) bool {
 	return float64(sum.peak) >= k.est*k.c.AppLimitRatio
+}
+
+// appLimited reports whether the window used less than AppLimitRatio of
+// the limit, and handles such a window: it neither raises the limit
+// (which would creep up while idle) nor lowers it. Work that arrives
+// faster than it completes piles up to the limit (Little's law), so a
+// window whose in-flight stayed below half the limit saw no overload that
+// the limit could relieve: its slow latencies or drops come from
+// elsewhere (storage noise, a failing dependency), and cutting on them
+// made a near-idle limiter's limit drift down to its floor. A limit below
+// InitialLimit, cut by an overload that has passed, returns toward it
+// (doubling per window without drops): InitialLimit is what the limiter
+// trusts without evidence. Netflix's Gradient2 likewise leaves an
+// app-limited window's limit alone.
+func (k *core) appLimited(sum summary) bool {
+	if k.saturated(sum) {
+		return false
+	}
+	if sum.drops == 0 && k.est < float64(k.c.InitialLimit) {
+		k.est = min(float64(k.c.InitialLimit), 2*k.est)
+	}
+	return true
 }
 
 // increase returns the increase for an uncongested, saturated window:
