@@ -23,7 +23,7 @@ import (
 // the noise of a few samples and the P0 and P1 reserves shut P2, then P1,
 // out with nothing in flight.
 func TestExampleConfigTrickleAfterBurstIsNeverRefused(t *testing.T) {
-	cfg := Defaults()
+	cfg := DefaultConfig()
 	if err := config.Load("../examples/hub.yaml", &cfg, config.Options{EnvPrefix: "CORRAL_HUB"}); err != nil {
 		t.Fatal(err)
 	}
