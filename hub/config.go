@@ -161,13 +161,16 @@ type IngestConfig struct {
 
 // DrainConfig paces a graceful shutdown.
 type DrainConfig struct {
-	// Rate is how many sessions per second get GoAway. Default 1000.
+	// Rate is how many sessions per second get GoAway, at least. When the
+	// sessions cannot all get theirs at this rate within Deadline, the pace
+	// is raised (and logged) so that the last one goes out at 90 % of the
+	// deadline. Default 1000.
 	Rate int `yaml:"rate"`
 	// RetryAfter is the base retry hint of the GoAway frames; each session
 	// gets it plus up to 100% jitter. Default 1s.
 	RetryAfter time.Duration `yaml:"retry_after"`
-	// Deadline bounds the whole drain; sessions still open then are
-	// closed. Default 30s.
+	// Deadline bounds the drain: every session has been sent its GoAway
+	// and close frame by then (never cut without them). Default 30s.
 	Deadline time.Duration `yaml:"deadline"`
 }
 

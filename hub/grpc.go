@@ -63,7 +63,7 @@ func (t *grpcTransport) abort(c wire.Close) { t.closeWith(c) }
 func (g *grpcService) Connect(stream corralv1.Corral_ConnectServer) error {
 	h := g.h
 	if h.draining.Load() {
-		return wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter, Text: "hub draining"}.Status().Err()
+		return h.goAwayClose("hub draining").Status().Err()
 	}
 	t := &grpcTransport{stream: stream, done: make(chan struct{})}
 	s := h.newSession(t)

@@ -249,3 +249,10 @@ func sharedNATS(t *testing.T) *natsutil.Conn {
 }
 
 var closeForTest = wire.Close{Code: wire.CloseGoingAway, Text: "test cut"}
+
+// closeAll closes every session of the hub with c.
+func (th *testHub) closeAll(c wire.Close) {
+	for _, s := range th.snapshotSessions() {
+		s.close(c, true)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -280,7 +279,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	h.ready.Store(false)
 	h.health.Shutdown() // NOT_SERVING for good
 	h.closeListeners()
-	h.closeAll(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter, Text: "hub stopped"})
+	h.stopSessions()
 	cancelCtx, c := context.WithTimeout(context.Background(), time.Second)
 	defer c()
 	_ = h.httpSrv.Shutdown(cancelCtx)
@@ -489,16 +488,12 @@ func (h *Hub) closeListeners() {
 	}
 }
 
-func (h *Hub) closeAll(c wire.Close) {
-	for _, s := range h.snapshotSessions() {
-		s.close(c, true)
-	}
-}
-
-// Shutdown drains the hub: it stops accepting sessions, sends GoAway to
-// every session at the configured pace with jittered retry hints, waits
-// until they are gone or the drain deadline (or ctx) passes, then stops
-// Run.
+// Shutdown drains the hub: it stops accepting sessions, sends every
+// session a GoAway with a jittered retry hint and a close frame, at
+// drain.rate per second or faster when that rate cannot reach them all
+// within drain.deadline (drain.go), waits until they are gone or the
+// deadline (or ctx) passes, then stops Run. No session is cut without its
+// GoAway, whatever the deadline.
 func (h *Hub) Shutdown(ctx context.Context) error {
 	if !h.draining.CompareAndSwap(false, true) {
 		<-h.done
@@ -544,40 +539,6 @@ func (h *Hub) abort() {
 		stop()
 	}
 	<-h.done
-}
-
-// drain sends GoAway to every session, Rate per second, and waits for the
-// sessions to leave.
-func (h *Hub) drain(ctx context.Context) {
-	sessions := h.snapshotSessions()
-	interval := time.Second / time.Duration(h.drainCfg.Rate)
-	tick := time.NewTicker(max(interval, time.Millisecond))
-	defer tick.Stop()
-	perTick := max(1, int(time.Millisecond/max(interval, 1)))
-	for i := 0; i < len(sessions); {
-		for j := 0; j < perTick && i < len(sessions); j++ {
-			jit := time.Duration(rand.Int64N(int64(h.drainCfg.RetryAfter) + 1))
-			rank := 2
-			if sessions[i].helloDone.Load() {
-				rank = int(sessions[i].rank)
-			}
-			h.metrics.shedInc("drain", rank)
-			sessions[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter + jit, Text: "hub draining"}, true)
-			i++
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-	for h.Sessions() > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // isIngest reports whether channel is an ingest channel.

@@ -142,7 +142,7 @@ func (h *Hub) newSession(tr transport) *session {
 	s.lastRecv.Store(now.UnixNano())
 	h.metrics.sessionsOpened.WithLabelValues(tr.kind()).Inc()
 	if !h.register(s) {
-		s.close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: h.drainCfg.RetryAfter, Text: "hub is draining"}, true)
+		s.close(h.goAwayClose("hub is draining"), true)
 	}
 	return s
 }

@@ -1,0 +1,199 @@
+package hub
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lxzan/gws"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+func TestDrainPlan(t *testing.T) {
+	cfg := DrainConfig{}.withDefaults() // 1,000/s, 30 s
+	tests := []struct {
+		name     string
+		n        int
+		cfg      DrainConfig
+		wantPace float64
+		raised   bool
+	}{
+		{name: "the rate meets the deadline", n: 20_000, cfg: cfg, wantPace: 1000},
+		{name: "exactly at the rate", n: 27_001, cfg: cfg, wantPace: 1000},
+		{name: "40,000 sessions at the defaults", n: 40_000, cfg: cfg, wantPace: 39_999 / 27.0, raised: true},
+		{name: "a short deadline", n: 300, cfg: DrainConfig{Rate: 10, Deadline: 2 * time.Second}.withDefaults(), wantPace: 299 / 1.8, raised: true},
+		{name: "one session", n: 1, cfg: DrainConfig{Rate: 1, Deadline: time.Millisecond}.withDefaults(), wantPace: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pace, sendBy, raised := drainPlan(tc.n, tc.cfg)
+			if raised != tc.raised || pace < tc.wantPace*0.999 || pace > tc.wantPace*1.001 {
+				t.Fatalf("pace %v (raised %v), want %v (raised %v)", pace, raised, tc.wantPace, tc.raised)
+			}
+			if last := time.Duration(float64(tc.n-1) / pace * float64(time.Second)); last > sendBy+time.Millisecond || sendBy >= tc.cfg.Deadline {
+				t.Fatalf("last GoAway at %v, sendBy %v, deadline %v", last, sendBy, tc.cfg.Deadline)
+			}
+		})
+	}
+}
+
+// drained is what one client saw of a drain.
+type drained struct {
+	goAway    bool
+	drainFlag bool
+	hint      time.Duration
+	closeCode wire.CloseCode // from the close frame (WebSocket) or the status (gRPC); 0: none
+}
+
+// TestDrainReachesEverySessionWhateverTheDeadline holds 300 sessions (150
+// WebSocket, 150 gRPC, real clients on real sockets) on a hub whose drain
+// rate (10/s) would need 30 s while its deadline is 2 s. Every session
+// must get a GoAway marked drain with a retry hint in [1s, 2s] (spread,
+// not one value), then a close frame 1001 (the gRPC status carrying 1001);
+// the raised pace is logged.
+func TestDrainReachesEverySessionWhateverTheDeadline(t *testing.T) {
+	const perTransport = 150
+	var logs testkit.SyncBuffer
+	th := startHub(t, func(c *Config, o *Options) {
+		c.Drain = DrainConfig{Rate: 10, Deadline: 2 * time.Second, RetryAfter: time.Second}
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	codec, err := wire.NewCodec(wire.FormatProto, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := token(t, tokenOpts{})
+	results := make([]drained, 2*perTransport)
+	var wg sync.WaitGroup
+
+	// WebSocket sessions.
+	ws := make([]*rawWS, perTransport)
+	for i := range ws {
+		r := dialRaw(t, th, wire.SubprotocolProto)
+		if err := r.c.WriteMessage(gws.OpcodeBinary, helloFrame(t, tok)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case b := <-r.frames:
+			var f corralv1.ServerFrame
+			if err := codec.DecodeServerFrame(b, &f); err != nil || f.GetWelcome() == nil {
+				t.Fatalf("ws %d: %v %v, want Welcome", i, &f, err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("ws %d: no Welcome", i)
+		}
+		ws[i] = r
+	}
+
+	// gRPC sessions, 15 streams on each of 10 connections.
+	streams := make([]corralv1.Corral_ConnectClient, perTransport)
+	for i := range streams {
+		if i%15 == 0 {
+			cc, err := grpc.NewClient(th.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cc.Close() })
+			api := corralv1.NewCorralClient(cc)
+			for j := i; j < i+15; j++ {
+				s, err := api.Connect(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Send(&corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: tok}}}); err != nil {
+					t.Fatal(err)
+				}
+				if f, err := s.Recv(); err != nil || f.GetWelcome() == nil {
+					t.Fatalf("grpc %d: %v %v, want Welcome", j, f, err)
+				}
+				streams[j] = s
+			}
+		}
+	}
+	for i, s := range streams {
+		res := &results[perTransport+i]
+		wg.Go(func() {
+			for {
+				f, err := s.Recv()
+				if err != nil {
+					res.closeCode = wire.CloseFromStatus(err).Code
+					return
+				}
+				if g := f.GetGoAway(); g != nil {
+					res.goAway, res.drainFlag, res.hint = true, g.GetDrain(), time.Duration(g.GetRetryAfterMs())*time.Millisecond
+				}
+			}
+		})
+	}
+	testkit.WaitFor(t, 15*time.Second, "every session counted", func() bool { return th.Sessions() == 2*perTransport })
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		done <- th.Shutdown(ctx)
+	}()
+	for i, r := range ws {
+		res := &results[i]
+		select {
+		case <-r.closed:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("ws %d: never closed", i)
+		}
+		r.mu.Lock()
+		res.closeCode = r.code
+		r.mu.Unlock()
+		for more := true; more; {
+			select {
+			case b := <-r.frames:
+				var f corralv1.ServerFrame
+				if codec.DecodeServerFrame(b, &f) == nil && f.GetGoAway() != nil {
+					g := f.GetGoAway()
+					res.goAway, res.drainFlag, res.hint = true, g.GetDrain(), time.Duration(g.GetRetryAfterMs())*time.Millisecond
+				}
+			default:
+				more = false
+			}
+		}
+	}
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	hints := map[time.Duration]bool{}
+	bad := 0
+	for i, res := range results {
+		transport := "ws"
+		if i >= perTransport {
+			transport = "grpc"
+		}
+		ok := res.goAway && res.drainFlag && res.hint >= time.Second && res.hint <= 2*time.Second && res.closeCode == wire.CloseGoingAway
+		if !ok {
+			if bad++; bad <= 5 {
+				t.Errorf("%s session %d: %+v, want a drain GoAway with a hint in [1s, 2s], then close 1001", transport, i, res)
+			}
+		}
+		hints[res.hint] = true
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d sessions were not sent away properly", bad, len(results))
+	}
+	if len(hints) < 100 {
+		t.Errorf("%d distinct retry hints over %d sessions: the hints are not spread", len(hints), len(results))
+	}
+	if got := th.metric("corral_hub_shed_total", "action", "drain"); got != float64(len(results)) {
+		t.Errorf("shed{action=drain} = %v, want %d", got, len(results))
+	}
+	if !strings.Contains(logs.String(), "raising the drain pace") {
+		t.Errorf("the raised pace was not logged:\n%s", logs.String())
+	}
+}
