@@ -299,7 +299,7 @@ func (c *Config) validateSettings() error {
 			bad(fmt.Sprintf("axfr_allow[%d]", i), "%v", err)
 		}
 	}
-	_, kerrs := loadTSIGKeys(c)
+	_, _, kerrs := loadTSIGKeys(c)
 	errs = append(errs, kerrs...)
 	if r := c.RRL; r.Enabled {
 		if r.Rate < 1 {

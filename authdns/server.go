@@ -39,6 +39,7 @@ type state struct {
 	zones      *zoneSet
 	rrl        *limiter
 	axfr       []netip.Prefix
+	tsigKeys   map[string]*tsigKey // every key, by canonical name
 	xfrKeys    map[string]*tsigKey // the keys one of which signs a transfer; nil: none needed
 	ednsBuffer int
 }
@@ -148,7 +149,7 @@ func (s *Server) build(cfg *Config) (*state, error) {
 		st.axfr = append(st.axfr, pp)
 	}
 	var kerrs []error
-	if st.xfrKeys, kerrs = loadTSIGKeys(cfg); len(kerrs) > 0 {
+	if st.tsigKeys, st.xfrKeys, kerrs = loadTSIGKeys(cfg); len(kerrs) > 0 {
 		return nil, errors.Join(kerrs...)
 	}
 	return st, nil

@@ -99,24 +99,20 @@ const transferChunk = 16 * 1024
 // every record (every value of every policy), the SOA again, in as many
 // messages as needed. An IXFR query gets the same full transfer. When the
 // server requires TSIG for transfers (axfr_tsig), the request req must be
-// signed with one of its keys, else it gets NOTAUTH, and every message of
-// the transfer is signed.
+// signed with one of its keys, else it gets NOTAUTH; a signed request is
+// verified even when no key is required. Every message of a signed
+// transfer is signed.
 func (w *worker) transfer(c net.Conn, q *query, req []byte, client netip.Addr) error {
 	z := w.zone
 	idle := w.srv.cfg.TCPIdle
-	var signer *tsigSigner
-	if st := w.srv.state.Load(); len(st.xfrKeys) > 0 {
-		var resp []byte
-		var why string
-		signer, resp, why = checkTSIG(st, req, time.Now())
-		if signer == nil {
-			w.st.count(q.qtype, rcodeNotAuth, 0, len(resp), false)
-			w.srv.log.Info("authdns: transfer refused", "zone", z.name, "client", client.String(), "reason", why)
-			if resp == nil {
-				return errors.New("authdns: building a NOTAUTH answer failed")
-			}
-			return writeMsg(c, resp, idle)
+	ok, signer, resp, why := checkTSIG(w.srv.state.Load(), req, time.Now())
+	if !ok {
+		w.st.count(q.qtype, rcodeNotAuth, 0, len(resp), false)
+		w.srv.log.Info("authdns: transfer refused", "zone", z.name, "client", client.String(), "reason", why)
+		if resp == nil {
+			return errors.New("authdns: building a NOTAUTH answer failed")
 		}
+		return writeMsg(c, resp, idle)
 	}
 	w.st.count(q.qtype, rcodeNoError, 0, 0, false)
 	buf := make([]byte, 2, 2+65535)

@@ -57,11 +57,10 @@ type tsigKey struct {
 	secret string // base64, as miekg/dns takes it
 }
 
-// loadTSIGKeys reads the secrets of c's keys and returns the keys that
-// AXFRTSIG names (nil when transfers need no key), with every problem as a
-// config field error.
-func loadTSIGKeys(c *Config) (map[string]*tsigKey, []error) {
-	var errs []error
+// loadTSIGKeys reads the secrets of c's keys and returns them all, and the
+// keys that AXFRTSIG names (nil when transfers need no key), with every
+// problem as a config field error.
+func loadTSIGKeys(c *Config) (all, need map[string]*tsigKey, errs []error) {
 	bad := func(path, format string, args ...any) {
 		errs = append(errs, config.Errorf(path, "authdns: "+format, args...))
 	}
@@ -93,7 +92,6 @@ func loadTSIGKeys(c *Config) (map[string]*tsigKey, []error) {
 		}
 		keys[name] = &tsigKey{name: name, alg: alg, secret: secret}
 	}
-	var need map[string]*tsigKey
 	for i, n := range c.AXFRTSIG {
 		k, ok := keys[dns.CanonicalName(n)]
 		if !ok {
@@ -105,7 +103,7 @@ func loadTSIGKeys(c *Config) (map[string]*tsigKey, []error) {
 		}
 		need[k.name] = k
 	}
-	return need, errs
+	return keys, need, errs
 }
 
 // readSecret reads the base64 secret of kc from its variable or file.
@@ -146,30 +144,41 @@ type tsigSigner struct {
 	timersOnly bool
 }
 
-// checkTSIG verifies the TSIG of the transfer request req against the keys
-// of st. It returns the signer of the answer, or the error response to
-// send: NOTAUTH without a TSIG, NOTAUTH with TSIG error BADKEY, BADSIG or
-// BADTIME otherwise, as Knot answers.
-func checkTSIG(st *state, req []byte, now time.Time) (*tsigSigner, []byte, string) {
+// checkTSIG verifies the TSIG of the transfer request req. With keys
+// required (axfr_tsig) it must be signed with one of them; without, a
+// signed request is verified against every key of tsig_keys and an
+// unsigned one passes. It returns whether the transfer may go on, its
+// signer (nil for an unsigned transfer), or the error response to send:
+// NOTAUTH without a TSIG, NOTAUTH with TSIG error BADKEY, BADSIG or
+// BADTIME otherwise, as Knot answers (RFC 8945 section 5.2), and why.
+func checkTSIG(st *state, req []byte, now time.Time) (ok bool, s *tsigSigner, resp []byte, why string) {
 	rm := new(dns.Msg)
-	if err := rm.Unpack(req); err != nil {
-		return nil, notAuth(rm, nil, 0, nil), "unreadable request"
-	}
+	err := rm.Unpack(req)
 	ts := rm.IsTsig()
-	if ts == nil {
-		return nil, notAuth(rm, nil, 0, nil), "no TSIG"
+	if len(st.xfrKeys) == 0 && (err != nil || ts == nil) {
+		return true, nil, nil, ""
 	}
-	k := st.xfrKeys[dns.CanonicalName(ts.Hdr.Name)]
+	if err != nil {
+		return false, nil, notAuth(rm, nil, 0, nil), "unreadable request"
+	}
+	if ts == nil {
+		return false, nil, notAuth(rm, nil, 0, nil), "no TSIG"
+	}
+	keys := st.xfrKeys
+	if len(keys) == 0 {
+		keys = st.tsigKeys
+	}
+	k := keys[dns.CanonicalName(ts.Hdr.Name)]
 	if k == nil || !strings.EqualFold(ts.Algorithm, k.alg) {
-		return nil, notAuth(rm, ts, dns.RcodeBadKey, nil), "unknown key " + ts.Hdr.Name + " " + ts.Algorithm
+		return false, nil, notAuth(rm, ts, dns.RcodeBadKey, nil), "unknown key " + ts.Hdr.Name + " " + ts.Algorithm
 	}
 	switch err := dns.TsigVerify(req, k.secret, "", false); {
 	case err == nil:
-		return &tsigSigner{key: k, prevMAC: ts.MAC}, nil, ""
+		return true, &tsigSigner{key: k, prevMAC: ts.MAC}, nil, ""
 	case errors.Is(err, dns.ErrTime):
-		return nil, notAuth(rm, ts, dns.RcodeBadTime, k), fmt.Sprintf("time signed %d is more than %d s from %d", ts.TimeSigned, tsigFudge, now.Unix())
+		return false, nil, notAuth(rm, ts, dns.RcodeBadTime, k), fmt.Sprintf("time signed %d is more than %d s from %d", ts.TimeSigned, tsigFudge, now.Unix())
 	default:
-		return nil, notAuth(rm, ts, dns.RcodeBadSig, nil), "bad signature with key " + k.name
+		return false, nil, notAuth(rm, ts, dns.RcodeBadSig, nil), "bad signature with key " + k.name
 	}
 }
 

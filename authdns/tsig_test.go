@@ -230,3 +230,22 @@ func TestTSIGConfigErrors(t *testing.T) {
 		t.Errorf("unknown key in axfr_tsig: %v", err)
 	}
 }
+
+// TestSignedTransferWithoutRequiredKey: with tsig_keys but no axfr_tsig an
+// unsigned transfer goes on, a signed one is verified and answered signed,
+// and one signed with a key the server does not know gets BADKEY (RFC 8945
+// section 5.2).
+func TestSignedTransferWithoutRequiredKey(t *testing.T) {
+	text := strings.Replace(tsigZone(t), "axfr_tsig: [xfr.corral.test]\n", "", 1)
+	_, addr := startServer(t, text, Options{})
+	if rrs, err := transferWith(addr, "AXFR", "", "", ""); err != nil || len(rrs) < 2040 {
+		t.Fatalf("unsigned transfer: %d records, %v", len(rrs), err)
+	}
+	if rrs, err := transferWith(addr, "AXFR", tsigName, dns.HmacSHA256, tsigSecret); err != nil || len(rrs) < 2040 {
+		t.Fatalf("signed transfer: %d records, %v", len(rrs), err)
+	}
+	r := rawTransfer(t, addr, "other.corral.test.", dns.HmacSHA256, tsigSecret, time.Now())
+	if ts := r.IsTsig(); r.Rcode != rcodeNotAuth || ts == nil || ts.Error != dns.RcodeBadKey {
+		t.Fatalf("unknown key: %s %v, want NOTAUTH with BADKEY", dns.RcodeToString[r.Rcode], ts)
+	}
+}
