@@ -23,7 +23,11 @@
 // names outside the zones get REFUSED, unknown opcodes NOTIMP, EDNS
 // versions above 0 BADVERS, malformed questions FORMERR; packets whose
 // header cannot be read (and responses) get no answer at all; ANY gets one
-// RRset (RFC 8482); AXFR is refused unless the client's address is
-// allowed; UDP responses are rate limited per /24 and /64 with slip, as
-// NSD does by default.
+// RRset (RFC 8482); NS, MX and SRV answers carry the addresses of their
+// targets in the additional section when they fit; CNAME loops are refused
+// at load; AXFR is refused unless the client's address is allowed and,
+// when keys are required, the request is signed with TSIG (RFC 8945); UDP
+// responses are rate limited per /24 and /64 with slip, with BIND's and
+// NSD's buckets; a panic while answering one packet is recovered and
+// answered SERVFAIL.
 package authdns
