@@ -1,6 +1,7 @@
 package authdns
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -164,7 +165,9 @@ func TestTransferTSIGWithDig(t *testing.T) {
 		}
 		ran++
 		run := func(key string) (string, error) {
-			out, err := exec.Command(path, "@"+host, "-p", port, "-y", key, "AXFR", "corral.test").CombinedOutput()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, path, "@"+host, "-p", port, "-y", key, "AXFR", "corral.test").CombinedOutput()
 			return string(out), err
 		}
 		out, err := run("hmac-sha256:" + tsigName + ":" + tsigSecret)
