@@ -78,6 +78,7 @@ type Hub struct {
 	shards     [numShards]*chanShard
 	overload   Overload
 	limiter    *limit.Limiter // in-flight publishes; nil: none
+	latency    latencyMetrics // overload.go
 	health     *health.Server // grpc.health.v1 of the gRPC port, following Ready
 
 	nc          *nats.Conn          // set by run before ready
@@ -151,6 +152,9 @@ func New(cfg Config, opts Options) (*Hub, error) {
 		if h.limiter, err = limit.NewLimiter(cfg.Overload.Publish); err != nil {
 			return nil, fmt.Errorf("hub: overload.publish: %w", err)
 		}
+	}
+	if err := h.registerOverloadMetrics(opts.Registerer); err != nil {
+		return nil, err
 	}
 	for _, f := range []wire.Format{wire.FormatProto, wire.FormatJSON} {
 		if h.codecs[f], err = wire.NewCodec(f, cfg.Wire); err != nil {
@@ -630,6 +634,7 @@ func truncate(s string, n int) string {
 }
 
 func (h *Hub) publish(ctx context.Context, tenant, channel string, rank int, data []byte, clientID, api string) (*corralv1.Published, error) {
+	defer h.observePublish(rank, h.now())
 	key := tenant + "." + channel
 	dk := ""
 	if clientID != "" {

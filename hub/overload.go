@@ -3,10 +3,13 @@ package hub
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"os"
 	rtmetrics "runtime/metrics"
 	"slices"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
@@ -66,11 +69,65 @@ func (h *Hub) admit(rank int) admission {
 	return admission{admit: d.Admit, retryAfter: d.RetryAfter}
 }
 
-// observeHandshake feeds the time from connection to Welcome to the policy.
+// observeHandshake feeds the time from connection to Welcome to the policy
+// and the handshake histogram.
 func (h *Hub) observeHandshake(d time.Duration) {
+	h.latency.handshake.Observe(d.Seconds())
 	if o, ok := h.overload.(latencyObserver); ok {
 		o.Observe(d)
 	}
+}
+
+// latencyMetrics are the latency histograms of what the hub's overload
+// control measures: handshakes (connection to Welcome, the Shedder's
+// signal) and publishes (the history append or ingest, the publish
+// Limiter's samples).
+type latencyMetrics struct {
+	handshake prometheus.Histogram
+	publish   [limit.NumPriorities]prometheus.Observer
+}
+
+// registerOverloadMetrics creates the latency histograms and registers
+// them on reg, with the publish Limiter's series (corral_hub_publish_*:
+// limit, inflight, ceiling{priority}, acquired and refused counts) and the
+// Shedder's (corral_hub_overload_*: stage, decisions by priority, stage
+// changes, the latency it compares with its target) when the hub has
+// them. A nil reg registers nothing.
+func (h *Hub) registerOverloadMetrics(reg prometheus.Registerer) error {
+	h.latency.handshake = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "corral_hub_handshake_duration_seconds",
+		Help:    "Time from connection to Welcome of the sessions admitted.",
+		Buckets: prometheus.ExponentialBucketsRange(0.001, 10, 15)})
+	publish := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "corral_hub_publish_duration_seconds",
+		Help:    "Time to store (or ingest) a publish that passed validation and the publish limiter, by priority (p0, p1, p2).",
+		Buckets: prometheus.ExponentialBucketsRange(0.0005, 5, 15)}, []string{"priority"})
+	for p := range limit.NumPriorities {
+		h.latency.publish[p] = publish.WithLabelValues(limit.Priority(p).String())
+	}
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{h.latency.handshake, publish} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("hub: metrics: %w", err)
+		}
+	}
+	if h.limiter != nil {
+		if _, err := limit.NewCollector(limit.MetricsConfig{Registerer: reg, Subsystem: "hub_publish", Limiter: h.limiter}); err != nil {
+			return fmt.Errorf("hub: %w", err)
+		}
+	}
+	if sh, ok := h.overload.(*limit.Shedder); ok {
+		if _, err := limit.NewCollector(limit.MetricsConfig{Registerer: reg, Subsystem: "hub_overload", Shedder: sh}); err != nil {
+			return fmt.Errorf("hub: %w", err)
+		}
+	}
+	return nil
+}
+
+// observePublish records the latency of a publish of rank that started
+// at start.
+func (h *Hub) observePublish(rank int, start time.Time) {
+	h.latency.publish[min(max(rank, 0), limit.NumPriorities-1)].Observe(h.now().Sub(start).Seconds())
 }
 
 // severLoop asks the policy every tick how many sessions of each priority

@@ -2,6 +2,9 @@ package limit
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,7 +107,7 @@ type MetricsConfig struct {
 	// defaults to "corral", Subsystem to "limit".
 	Namespace, Subsystem string
 	// ConstLabels are added to every metric (for example the limiter's
-	// role: "conn" or "msg").
+	// role: "conn" or "msg"); the help texts name them.
 	ConstLabels prometheus.Labels
 	// Limiter is the Limiter to export, or nil.
 	Limiter *Limiter
@@ -118,19 +121,23 @@ type MetricsConfig struct {
 type Collector struct {
 	cfg MetricsConfig
 
-	limit, inflight, acquired, rejected, prioRejected *prometheus.Desc
-	stage, admitted, shedRejected, severed            *prometheus.Desc
-	transitions, latency                              *prometheus.Desc
+	limit, inflight, ceiling, acquired, rejected, prioRejected *prometheus.Desc
+	stage, admitted, shedRejected, severed                     *prometheus.Desc
+	transitions, latency                                       *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
 
 // NewCollector returns a Collector and registers it with cfg.Registerer
 // when set. The metrics are <namespace>_<subsystem>_ followed by: limit,
-// inflight, acquired_total, rejected_total, priority_rejected_total
-// {priority} (from the Limiter); stage, admitted_total{priority},
-// shed_rejected_total{priority}, severed_total{priority},
-// stage_transitions_total, latency_seconds (from the Shedder).
+// inflight, ceiling{priority}, acquired_total, rejected_total,
+// priority_rejected_total{priority} (from the Limiter); stage,
+// admitted_total{priority}, shed_rejected_total{priority},
+// severed_total{priority}, stage_transitions_total, latency_seconds (from
+// the Shedder). Every priority's series exists from the first scrape (at
+// zero), labelled p0, p1 and p2, and each help text ends with the labels
+// its series carry ("Labels: priority (p0, p1, p2).", constant labels
+// with their values, separated by semicolons), or none.
 func NewCollector(cfg MetricsConfig) (*Collector, error) {
 	if cfg.Limiter == nil && cfg.Shedder == nil {
 		return nil, fmt.Errorf("limit: metrics: need a Limiter or a Shedder")
@@ -139,16 +146,17 @@ func NewCollector(cfg MetricsConfig) (*Collector, error) {
 	def(&cfg.Subsystem, "limit")
 	name := func(n string) string { return prometheus.BuildFQName(cfg.Namespace, cfg.Subsystem, n) }
 	desc := func(n, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name(n), help, labels, cfg.ConstLabels)
+		return prometheus.NewDesc(name(n), help+labelsHelp(cfg.ConstLabels, labels), labels, cfg.ConstLabels)
 	}
 	c := &Collector{
 		cfg:          cfg,
 		limit:        desc("limit", "Current concurrency limit."),
 		inflight:     desc("inflight", "Admitted work not yet released."),
+		ceiling:      desc("ceiling", "Admission ceiling of each priority: in-flight at which the limiter refuses it (the limit for p0; below it by the reserves of higher priorities).", "priority"),
 		acquired:     desc("acquired_total", "Work admitted by the limiter."),
 		rejected:     desc("rejected_total", "Work refused by the limiter."),
 		prioRejected: desc("priority_rejected_total", "Work refused by the limiter, by priority.", "priority"),
-		stage:        desc("stage", "Current shedding stage (0 normal .. 5 lifeboat)."),
+		stage:        desc("stage", "Current shedding stage (0 normal, 1 reject-p2, 2 sever-p2, 3 reject-p1, 4 sever-p1, 5 lifeboat)."),
 		admitted:     desc("admitted_total", "Work admitted by the shedder, by priority.", "priority"),
 		shedRejected: desc("shed_rejected_total", "Work rejected by the shedder, by priority.", "priority"),
 		severed:      desc("severed_total", "Sessions the shedder asked to sever, by priority.", "priority"),
@@ -166,7 +174,7 @@ func NewCollector(cfg MetricsConfig) (*Collector, error) {
 // Describe sends the descriptors of the exported metrics.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.cfg.Limiter != nil {
-		for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.acquired, c.rejected, c.prioRejected} {
+		for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.ceiling, c.acquired, c.rejected, c.prioRejected} {
 			ch <- d
 		}
 	}
@@ -189,6 +197,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		s := l.Snapshot()
 		ch <- prometheus.MustNewConstMetric(c.limit, gauge, float64(s.Limit))
 		ch <- prometheus.MustNewConstMetric(c.inflight, gauge, float64(s.InFlight))
+		for p, v := range s.Ceilings {
+			ch <- prometheus.MustNewConstMetric(c.ceiling, gauge, float64(v), Priority(p).String())
+		}
 		ch <- prometheus.MustNewConstMetric(c.acquired, counter, float64(s.Acquired))
 		ch <- prometheus.MustNewConstMetric(c.rejected, counter, float64(s.Rejected))
 		perPrio(c.prioRejected, s.RejectedByPriority)
@@ -202,4 +213,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.transitions, counter, float64(s.Transitions))
 		ch <- prometheus.MustNewConstMetric(c.latency, gauge, s.Latency.Seconds())
 	}
+}
+
+// labelsHelp is the end of a help text naming the labels of its series:
+// the constant ones with their value, then the variable ones (only
+// priority here) with theirs.
+func labelsHelp(constLabels prometheus.Labels, labels []string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(constLabels)) {
+		parts = append(parts, fmt.Sprintf("%s (%s)", k, constLabels[k]))
+	}
+	for _, l := range labels {
+		if l == "priority" {
+			l += " (p0, p1, p2)"
+		}
+		parts = append(parts, l)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " Labels: " + strings.Join(parts, "; ") + "."
 }
