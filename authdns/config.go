@@ -21,7 +21,11 @@ import (
 const (
 	DefaultListen     = "127.0.0.1:5353"
 	DefaultEDNSBuffer = 1232
-	DefaultTTL        = 60
+	// DefaultTTL is the TTL of records whose zone gives none.
+	DefaultTTL = 60 * time.Second
+	// MaxTTL is the longest TTL a record may have (RFC 2181 section 8:
+	// 2^31 - 1 seconds); SOA times have the same bound.
+	MaxTTL = (1<<31 - 1) * time.Second
 	// DefaultRRLRate is NSD's rrl-ratelimit: responses per second to one
 	// source prefix before limiting starts.
 	DefaultRRLRate = 200
@@ -105,8 +109,9 @@ type RRLConfig struct {
 type ZoneConfig struct {
 	// Origin is the zone's apex ("corral.test").
 	Origin string `yaml:"origin"`
-	// TTL is the default TTL of the zone's records in seconds (default 60).
-	TTL uint32 `yaml:"ttl"`
+	// TTL is the default TTL of the zone's records (default 60s), a
+	// duration in whole seconds ("60s", "1h") or plain seconds (60).
+	TTL time.Duration `yaml:"ttl"`
 	// SOA is the zone's start of authority.
 	SOA SOAConfig `yaml:"soa"`
 	// NS are the names of the zone's name servers (at least one).
@@ -115,19 +120,22 @@ type ZoneConfig struct {
 	Records []RecordConfig `yaml:"records"`
 }
 
-// SOAConfig is the SOA record of a zone. Times are in seconds.
+// SOAConfig is the SOA record of a zone. Its times are durations in whole
+// seconds ("1h", "10m") or plain seconds (3600), like every TTL.
 type SOAConfig struct {
 	// MName is the primary name server (default: the first NS).
 	MName string `yaml:"mname"`
 	// RName is the mailbox of the zone's admin, as a name
 	// ("hostmaster.corral.test"; default hostmaster.<origin>).
-	RName   string `yaml:"rname"`
-	Serial  uint32 `yaml:"serial"`
-	Refresh uint32 `yaml:"refresh"`
-	Retry   uint32 `yaml:"retry"`
-	Expire  uint32 `yaml:"expire"`
-	// Minimum is the negative-caching TTL (RFC 2308; default 60).
-	Minimum uint32 `yaml:"minimum"`
+	RName  string `yaml:"rname"`
+	Serial uint32 `yaml:"serial"`
+	// Refresh, Retry and Expire are the secondaries' timers (default 1h,
+	// 10m and 1w).
+	Refresh time.Duration `yaml:"refresh"`
+	Retry   time.Duration `yaml:"retry"`
+	Expire  time.Duration `yaml:"expire"`
+	// Minimum is the negative-caching TTL (RFC 2308; default 60s).
+	Minimum time.Duration `yaml:"minimum"`
 }
 
 // RecordConfig is a record set: the records of one name and type, and how
@@ -140,8 +148,9 @@ type RecordConfig struct {
 	// Type is A, AAAA, CNAME, TXT, MX, SRV or CAA (the zone's SOA and NS
 	// come from its soa and ns keys; delegations are not supported).
 	Type string `yaml:"type"`
-	// TTL in seconds; 0 takes the zone's.
-	TTL uint32 `yaml:"ttl"`
+	// TTL is the TTL of the set's records, a duration in whole seconds
+	// ("30s") or plain seconds (30); 0 takes the zone's.
+	TTL time.Duration `yaml:"ttl"`
 	// Policy is simple (default), weighted, multivalue, failover,
 	// weighted-subset, shuffle or cidr.
 	Policy string `yaml:"policy"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -141,6 +142,19 @@ func compile(cfg *Config, probe func(check string) answer.Probe) (*zoneSet, erro
 	return zs, nil
 }
 
+// seconds is a TTL or SOA time in the whole seconds the wire carries.
+func seconds(d time.Duration) (uint32, error) {
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("must not be negative, got %v", d)
+	case d%time.Second != 0:
+		return 0, fmt.Errorf("must be whole seconds, got %v", d)
+	case d > MaxTTL:
+		return 0, fmt.Errorf("must be at most %ds (2^31-1 seconds, RFC 2181 section 8), got %v", MaxTTL/time.Second, d)
+	}
+	return uint32(d / time.Second), nil
+}
+
 func fieldErr(path, format string, args ...any) error {
 	return config.Errorf(path, "authdns: "+format, args...)
 }
@@ -158,9 +172,13 @@ func compileZone(checks checks, zc ZoneConfig, zi int) (*zone, []error) {
 		return nil, errs
 	}
 	z := &zone{origin: origin, name: originName, nodes: make(map[string]*node)}
-	ttl := zc.TTL
-	if ttl == 0 {
-		ttl = DefaultTTL
+	zttl := zc.TTL
+	if zttl == 0 {
+		zttl = DefaultTTL
+	}
+	ttl, err := seconds(zttl)
+	if err != nil {
+		bad("ttl", "%v", err)
 	}
 	if len(zc.NS) == 0 {
 		bad("ns", "a zone needs at least one name server")
@@ -183,18 +201,20 @@ func compileZone(checks checks, zc ZoneConfig, zi int) (*zone, []error) {
 	}
 	// SOA.
 	soa := zc.SOA
-	if soa.Minimum == 0 {
-		soa.Minimum = DefaultTTL
+	soaTime := func(key string, d, def time.Duration) uint32 {
+		if d == 0 {
+			d = def
+		}
+		s, err := seconds(d)
+		if err != nil {
+			bad("soa."+key, "%v", err)
+		}
+		return s
 	}
-	if soa.Refresh == 0 {
-		soa.Refresh = 3600
-	}
-	if soa.Retry == 0 {
-		soa.Retry = 600
-	}
-	if soa.Expire == 0 {
-		soa.Expire = 604800
-	}
+	minimum := soaTime("minimum", soa.Minimum, DefaultTTL)
+	refresh := soaTime("refresh", soa.Refresh, time.Hour)
+	retry := soaTime("retry", soa.Retry, 10*time.Minute)
+	expire := soaTime("expire", soa.Expire, 7*24*time.Hour)
 	if soa.Serial == 0 {
 		soa.Serial = 1
 	}
@@ -214,11 +234,11 @@ func compileZone(checks checks, zc ZoneConfig, zi int) (*zone, []error) {
 		bad("soa.rname", "%v", err2)
 	}
 	if err1 == nil && err2 == nil {
-		rec := &dns.SOA{Ns: mn, Mbox: rn, Serial: soa.Serial, Refresh: soa.Refresh, Retry: soa.Retry, Expire: soa.Expire, Minttl: soa.Minimum}
+		rec := &dns.SOA{Ns: mn, Mbox: rn, Serial: soa.Serial, Refresh: refresh, Retry: retry, Expire: expire, Minttl: minimum}
 		pos, err := packRR(rec, typeSOA, ttl)
 		var neg []byte
 		if err == nil {
-			neg, err = packRR(rec, typeSOA, min(ttl, soa.Minimum))
+			neg, err = packRR(rec, typeSOA, min(ttl, minimum))
 		}
 		if err != nil {
 			bad("soa", "%v", err)
@@ -319,9 +339,12 @@ func compileSet(checks checks, rc RecordConfig, origin string, zoneTTL uint32) (
 		bad("values", "a record set needs at least one value")
 		return nil, nil, errs
 	}
-	ttl := rc.TTL
-	if ttl == 0 {
-		ttl = zoneTTL
+	ttl := zoneTTL
+	if rc.TTL != 0 {
+		if ttl, err = seconds(rc.TTL); err != nil {
+			bad("ttl", "%v", err)
+			return nil, nil, errs
+		}
 	}
 	set := &rrset{rtype: rtype, policy: pol.Index()}
 	acfg := answer.Config{Policy: pol, N: rc.N}

@@ -140,3 +140,15 @@ func TestShippedScenariosLoad(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// TestDurationsTakeSeconds: a scenario's TTL and intervals are durations
+// or plain seconds, like a zone's TTL.
+func TestDurationsTakeSeconds(t *testing.T) {
+	s, err := Decode("t.yaml", []byte(strings.Replace(minimal, "  policy: multivalue\n", "  policy: multivalue\n  ttl: 60\n", 1)+"step: 0.5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.DNS.TTL != time.Minute || s.Step != 500*time.Millisecond {
+		t.Errorf("ttl: 60 gave %v, step: 0.5 gave %v", s.DNS.TTL, s.Step)
+	}
+}

@@ -33,6 +33,50 @@ func TestDNSValidateNamesFileLineKey(t *testing.T) {
 	}
 }
 
+// TestDNSWithoutConfigPointsAtTheExample: the built-in defaults hold no
+// zone, and the message says where a complete config is.
+func TestDNSWithoutConfigPointsAtTheExample(t *testing.T) {
+	for _, args := range [][]string{{"dns", "--listen", "127.0.0.1:0"}, {"dns"}} {
+		code, _, errOut := corral(t, args...)
+		if code == 0 || !strings.Contains(errOut, "at least one zone is needed") || !strings.Contains(errOut, "corral dns --config examples/dns.yaml") {
+			t.Errorf("corral %s: exit %d, stderr %q: want the missing zone and the example named", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
+
+// TestDNSConfigTTLsTakeDurationsOrSeconds: a zone's and a record's TTL and
+// the SOA's times are durations or plain seconds, and a TTL the wire
+// cannot carry is refused with its key.
+func TestDNSConfigTTLsTakeDurationsOrSeconds(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, "dns.yaml")
+		if err := os.WriteFile(p, []byte("listen: 127.0.0.1:0\nzones:\n  - origin: corral.test\n    ns: [ns1]\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, body := range []string{
+		"    ttl: 60s\n    soa: {refresh: 1h, retry: 600, expire: 1w, minimum: 30s}\n    records: [{name: a, type: A, ttl: 5m, values: [10.0.0.1]}]\n",
+		"    ttl: 60\n    records: [{name: a, type: A, ttl: 300, values: [10.0.0.1]}]\n",
+	} {
+		if code, _, errOut := corral(t, "dns", "validate", "--config", write(body)); code != 0 {
+			t.Errorf("%q: exit %d, %s", body, code, errOut)
+		}
+	}
+	for _, tc := range []struct{ body, want string }{
+		{"    ttl: 1.5s\n", "zones[0].ttl: authdns: must be whole seconds"},
+		{"    records: [{name: a, type: A, ttl: 100000d, values: [10.0.0.1]}]\n", "zones[0].records[0].ttl"},
+		{"    soa: {minimum: -1s}\n", "zones[0].soa.minimum: authdns: must not be negative"},
+		{"    ttl: soon\n", "plain seconds"},
+	} {
+		code, _, errOut := corral(t, "dns", "validate", "--config", write(tc.body))
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", tc.body, code, errOut, tc.want)
+		}
+	}
+}
+
 // freePort returns a port that was free for UDP and TCP a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()

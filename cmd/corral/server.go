@@ -61,6 +61,11 @@ func loadServerConfig[C any](s serverSpec[C], path, listen, admin string) (*C, e
 		err = config.Load(path, cfg, opts)
 	default:
 		err = config.Decode("built-in defaults", nil, cfg, opts)
+		if err != nil {
+			// The defaults alone are not enough (corral dns has no zones):
+			// say where a complete config is.
+			err = fmt.Errorf("%w\nno --config was given, so only the built-in defaults were read; %s is a complete example: corral %s --config %s", err, s.example, s.name, s.example)
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -72,7 +72,7 @@ func TestDecodeErrorsNameFileLineAndKey(t *testing.T) {
 		{
 			name: "wrong type",
 			yaml: "workers: many\n",
-			want: []string{"cfg.yaml:1:", "workers:", `"many" is not a valid int`},
+			want: []string{"cfg.yaml:1:", "workers:", `"many" is not a whole number`},
 		},
 		{
 			name: "invalid value from Validate",
@@ -156,7 +156,7 @@ func TestEnvOverrides(t *testing.T) {
 	}{
 		{"unknown variable", "CORRAL_TEST_LISTN=1", "CORRAL_TEST_LISTN names no configuration key"},
 		{"bad duration", "CORRAL_TEST_TIMEOUT=soon", "CORRAL_TEST_TIMEOUT"},
-		{"bad integer", "CORRAL_TEST_WORKERS=two", "want an integer"},
+		{"bad integer", "CORRAL_TEST_WORKERS=two", "want a whole number"},
 		{"invalid after override", "CORRAL_TEST_WORKERS=-1", "must be at least 0"},
 	}
 	for _, tc := range tests {

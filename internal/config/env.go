@@ -1,11 +1,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // applyEnv overrides scalar fields of v from variables named
@@ -70,9 +70,9 @@ func envStruct(prefix string, v reflect.Value, vars map[string]string, used map[
 
 func setScalar(v reflect.Value, s string) error {
 	if v.Type() == durationType {
-		d, err := time.ParseDuration(s)
+		d, err := ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("bad duration (want a number with a unit, like 10s)")
+			return err
 		}
 		v.SetInt(int64(d))
 		return nil
@@ -89,13 +89,13 @@ func setScalar(v reflect.Value, s string) error {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
 		if err != nil {
-			return fmt.Errorf("want an integer")
+			return fmt.Errorf("want %s", want(v.Type()))
 		}
 		v.SetInt(n)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		n, err := strconv.ParseUint(s, 10, v.Type().Bits())
 		if err != nil {
-			return fmt.Errorf("want a non-negative integer")
+			return fmt.Errorf("want %s", want(v.Type()))
 		}
 		v.SetUint(n)
 	case reflect.Float32, reflect.Float64:
@@ -117,7 +117,7 @@ func setScalar(v reflect.Value, s string) error {
 		}
 		v.Set(out)
 	default:
-		return fmt.Errorf("a %s cannot be set from the environment", v.Type())
+		return errors.New("this key cannot be set from the environment")
 	}
 	return nil
 }
