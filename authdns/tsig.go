@@ -188,9 +188,6 @@ func checkTSIG(st *state, req []byte, now time.Time) (ok bool, s *tsigSigner, re
 func notAuth(rm *dns.Msg, ts *dns.TSIG, tsigErr int, k *tsigKey) []byte {
 	r := new(dns.Msg)
 	r.SetRcode(rm, rcodeNotAuth)
-	if len(rm.Question) == 0 {
-		r.Id = rm.Id
-	}
 	if ts == nil {
 		b, err := r.Pack()
 		if err != nil {
