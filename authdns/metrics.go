@@ -108,7 +108,7 @@ func newCollector(zones func() (int, int), reloads func() (uint64, uint64)) *col
 		rcodes:       prometheus.NewDesc("corral_dns_responses_total", "Responses sent, by response code.", []string{"rcode"}, nil),
 		policies:     prometheus.NewDesc("corral_dns_policy_answers_total", "Answers chosen by a routing policy, by policy.", []string{"policy"}, nil),
 		truncated:    prometheus.NewDesc("corral_dns_truncated_total", "UDP responses sent truncated (TC) because the answer did not fit.", nil, nil),
-		dropped:      prometheus.NewDesc("corral_dns_dropped_total", "Packets not answered because their header could not be parsed or they were responses.", nil, nil),
+		dropped:      prometheus.NewDesc("corral_dns_dropped_total", "Packets not answered because their header could not be parsed, they were responses, or the query path panicked before their question parsed.", nil, nil),
 		rrl:          prometheus.NewDesc("corral_dns_rrl_total", "Responses withheld by response rate limiting, by action (drop, slip).", []string{"action"}, nil),
 		failOpen:     prometheus.NewDesc("corral_dns_fail_open_total", "Answers made of unhealthy records because no candidate was healthy.", nil, nil),
 		zoneCount:    prometheus.NewDesc("corral_dns_zones", "Zones and record sets served.", []string{"kind"}, nil),
