@@ -118,8 +118,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.InOrder {
 		c.next = 0
 	}
-	// Full jitter from ReconnectMin, doubling up to ReconnectMax.
-	retry, err := backoff.NewBackoff(backoff.Config{Base: cfg.ReconnectMin, Cap: max(cfg.ReconnectMax, cfg.ReconnectMin)}, nil)
+	retry, err := newRetry(cfg, nil)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("client: reconnect delays: %w", err)
@@ -232,8 +231,8 @@ func (c *Client) connect(ctx context.Context) (conn, error) {
 }
 
 // run reads the session's frames, and reconnects when it ends, waiting
-// retry's next delay or the server's retry hint, whichever is longer,
-// before each attempt.
+// retryDelay (the next delay of retry, or one drawn above the server's
+// retry hint) before each attempt.
 func (c *Client) run(cn conn, retry *backoff.Backoff) {
 	defer close(c.done)
 	defer close(c.events)
@@ -254,7 +253,7 @@ func (c *Client) run(cn conn, retry *backoff.Backoff) {
 		}
 		wait := cl.RetryAfter
 		for {
-			d := max(wait, retry.Next())
+			d := retryDelay(retry, wait)
 			select {
 			case <-c.ctx.Done():
 				c.stop(ErrClosed)

@@ -1,0 +1,43 @@
+package client
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestRetryHintSpreadsAHerd: 1,000 clients, each with its own reconnect
+// schedule as New builds it, are all told to retry after 5 s. Their delays
+// spread over [5 s, 10 s): never below the hint, and no 10 ms bin holds
+// more than 1 % of them. (Waiting max(hint, next delay), as the client
+// did, put all 1,000 on the hint.)
+func TestRetryHintSpreadsAHerd(t *testing.T) {
+	const clients, hint, bin = 1000, 5 * time.Second, 10 * time.Millisecond
+	cfg := Config{Addrs: []string{"127.0.0.1:1"}}.withDefaults()
+	bins := map[time.Duration]int{}
+	lo, hi := time.Duration(1<<62), time.Duration(0)
+	for i := range clients {
+		retry, err := newRetry(cfg, rand.New(rand.NewPCG(uint64(i), 99)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		retry.Next() // a first failed attempt without a hint
+		d := retryDelay(retry, hint)
+		if d < hint {
+			t.Fatalf("client %d waits %v, below the hint %v", i, d, hint)
+		}
+		bins[d/bin]++
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	most := 0
+	for _, n := range bins {
+		most = max(most, n)
+	}
+	t.Logf("delays in [%v, %v], %d bins of 10 ms used, at most %d clients in one", lo, hi, len(bins), most)
+	if most > clients/100 {
+		t.Errorf("%d of %d clients given one hint land in the same 10 ms bin, want at most 1 %%", most, clients)
+	}
+	if hi-lo < hint/2 {
+		t.Errorf("delays span %v to %v, want them spread over at least half the hint above it", lo, hi)
+	}
+}
