@@ -14,8 +14,8 @@ type View interface {
 	Healthy(name string) bool
 }
 
-// Static is a View with fixed states, for tests and for the cohort
-// simulator: Static{"web-1": true, "web-2": false}. A missing name is
+// Static is a View with fixed states, for tests:
+// Static{"web-1": true, "web-2": false}. A missing name is
 // unhealthy, as with every View. Reading it is safe for concurrent use;
 // writing to the map while it is read is not.
 type Static map[string]bool

@@ -74,8 +74,12 @@ func (s *Set) Records() []Record { return append([]Record(nil), s.recs...) }
 // answer order, and returns them with a description of the choice. The
 // records' health is read through their probes. Select does not allocate
 // when cap(dst) is at least Len(); it is safe for concurrent use when the
-// probes and r are (give each goroutine its own Source).
+// probes and r are (give each goroutine its own Source). The zero Set
+// answers nothing.
 func (s *Set) Select(dst []int, q Query, r Source) ([]int, Result) {
+	if s.sel == nil {
+		return dst[:0], Result{}
+	}
 	return s.sel.pick(s, dst[:0], q, r)
 }
 

@@ -619,6 +619,9 @@ func TestPolicyList(t *testing.T) {
 	if _, err := NewSet(Config{Policy: &Policy{}, Records: []Record{{}}}); err == nil {
 		t.Error("NewSet accepted a policy that is not in the list")
 	}
+	if out, _ := new(Set).Select(nil, Query{}, nil); len(out) != 0 {
+		t.Errorf("the zero Set answered %v", out)
+	}
 	if got := OneRecordPolicies(); got != "weighted or failover" {
 		t.Errorf("OneRecordPolicies = %q", got)
 	}

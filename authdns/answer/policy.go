@@ -18,7 +18,8 @@ const NumPolicies = len(policies)
 // Policy is a routing policy: how the records of a set make an answer. The
 // policies are the package's variables (Simple, Weighted, ...); Policies
 // lists them and ParsePolicy finds one by name. A nil *Policy in a Config
-// means Simple. Policies are immutable and safe for concurrent use.
+// means Simple. Policies are immutable and safe for concurrent use; the
+// variables are never reassigned.
 type Policy struct {
 	// name is the policy's name as configuration files spell it.
 	name string
