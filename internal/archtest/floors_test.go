@@ -1,6 +1,7 @@
 package archtest
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -30,6 +31,64 @@ func floor(pkg string) (n int, ok bool) {
 	return 0, false
 }
 
+// component returns the part of the house a package belongs to, for the
+// same-floor rule: the top-level folder (hub for hub/history), except that
+// the DNS answer selection is its own library and each internal/ package
+// its own piece of plumbing.
+func component(pkg string) string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	parts := strings.SplitN(rel, "/", 3)
+	switch {
+	case rel == "authdns/answer" || strings.HasPrefix(rel, "authdns/answer/"):
+		return "authdns/answer"
+	case parts[0] == "internal" && len(parts) > 1:
+		return "internal/" + parts[1]
+	}
+	return parts[0]
+}
+
+// sameFloorAllowed lists the imports between libraries of floor 4 that
+// docs/architecture.md allows, importer -> imported component. Any package
+// may import internal/ plumbing of its floor; nothing else on floor 4
+// imports a sibling.
+var sameFloorAllowed = map[[2]string]bool{
+	{"authdns/answer", "shard"}: true, // shuffle-sharded answers draw hands from shard
+	{"scenario", "backoff"}:     true, // a scenario names and checks a backoff policy
+}
+
+// importProblem says what is wrong with pkg importing imp (both of the
+// module), or "" when the import is allowed: every import points down the
+// floors or stays inside the importer's component; on floor 3 the servers
+// and the SDK import none of each other; on floor 4 the libraries import
+// each other only as sameFloorAllowed says, and internal/ imports nothing
+// of corral outside internal/.
+func importProblem(pkg, imp string) string {
+	from, ok := floor(pkg)
+	if !ok {
+		return pkg + " is on no floor of docs/architecture.md: place it in floor()"
+	}
+	to, ok := floor(imp)
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s imports %s, which is on no floor", pkg, imp)
+	case to < from:
+		return fmt.Sprintf("%s (floor %d) imports %s (floor %d): imports must point down", pkg, from, imp, to)
+	case strings.HasPrefix(pkg, module+"/internal/") && !strings.HasPrefix(imp, module+"/internal/"):
+		return fmt.Sprintf("%s imports %s: internal/ is leaf plumbing and imports nothing of corral above it", pkg, imp)
+	}
+	cf, ct := component(pkg), component(imp)
+	if to != from || cf == ct {
+		return ""
+	}
+	switch {
+	case from == 3:
+		return fmt.Sprintf("%s imports %s: the servers and the SDK (floor 3) import none of each other", pkg, imp)
+	case from == 4 && !strings.HasPrefix(ct, "internal/") && !sameFloorAllowed[[2]string{cf, ct}]:
+		return fmt.Sprintf("%s imports %s: floor-4 libraries import each other only where docs/architecture.md allows it", pkg, imp)
+	}
+	return ""
+}
+
 func TestImportsPointDown(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
 	if err != nil {
@@ -42,24 +101,16 @@ func TestImportsPointDown(t *testing.T) {
 	for _, line := range lines {
 		fields := strings.Fields(line)
 		pkg := fields[0]
-		from, ok := floor(pkg)
-		if !ok {
+		if _, ok := floor(pkg); !ok {
 			t.Errorf("%s is on no floor of docs/architecture.md: place it in floor()", pkg)
 			continue
 		}
-		fromInternal := strings.HasPrefix(pkg, module+"/internal/")
 		for _, imp := range fields[1:] {
 			if !strings.HasPrefix(imp, module+"/") {
 				continue
 			}
-			to, ok := floor(imp)
-			switch {
-			case !ok:
-				t.Errorf("%s imports %s, which is on no floor", pkg, imp)
-			case to < from:
-				t.Errorf("%s (floor %d) imports %s (floor %d): imports must point down", pkg, from, imp, to)
-			case fromInternal && !strings.HasPrefix(imp, module+"/internal/"):
-				t.Errorf("%s imports %s: internal/ is leaf plumbing and imports nothing of corral above it", pkg, imp)
+			if p := importProblem(pkg, imp); p != "" {
+				t.Error(p)
 			}
 		}
 	}
@@ -86,5 +137,37 @@ func TestFloorTable(t *testing.T) {
 	}
 	if _, ok := floor(module + "/misc"); ok {
 		t.Error("an unplaced folder got a floor")
+	}
+}
+
+func TestImportRules(t *testing.T) {
+	for _, tc := range []struct {
+		pkg, imp string
+		ok       bool
+	}{
+		{pkg: "cmd/corral", imp: "hub", ok: true},
+		{pkg: "sim", imp: "authdns/answer", ok: true},
+		{pkg: "hub", imp: "hub/history", ok: true},
+		{pkg: "hub/history", imp: "hub/auth", ok: true},
+		{pkg: "authdns", imp: "authdns/answer", ok: true},
+		{pkg: "authdns/answer", imp: "shard", ok: true},
+		{pkg: "scenario", imp: "backoff", ok: true},
+		{pkg: "health", imp: "internal/config", ok: true},
+		{pkg: "internal/natsutil", imp: "internal/config", ok: true},
+		{pkg: "authdns", imp: "hub"},
+		{pkg: "hub", imp: "client"},
+		{pkg: "edge", imp: "hub/history"},
+		{pkg: "client", imp: "authdns"},
+		{pkg: "limit", imp: "backoff"},
+		{pkg: "shard", imp: "authdns/answer"},
+		{pkg: "backoff", imp: "scenario"},
+		{pkg: "wire", imp: "limit"},
+		{pkg: "limit", imp: "hub"},
+		{pkg: "internal/config", imp: "limit"},
+	} {
+		got := importProblem(module+"/"+tc.pkg, module+"/"+tc.imp)
+		if (got == "") != tc.ok {
+			t.Errorf("%s importing %s: problem %q, want allowed %v", tc.pkg, tc.imp, got, tc.ok)
+		}
 	}
 }
