@@ -53,29 +53,44 @@ type drained struct {
 	closeCode wire.CloseCode // from the close frame (WebSocket) or the status (gRPC); 0: none
 }
 
-// TestDrainReachesEverySessionWhateverTheDeadline holds 300 sessions (150
-// WebSocket, 150 gRPC, real clients on real sockets) on a hub whose drain
-// rate (10/s) would need 30 s while its deadline is 2 s. Every session
-// must get a GoAway marked drain with a retry hint in [1s, 2s] (spread,
-// not one value), then a close frame 1001 (the gRPC status carrying 1001);
-// the raised pace is logged.
+// TestDrainReachesEverySessionWhateverTheDeadline holds 300 sessions (real
+// clients on real sockets: WebSocket and gRPC, then WebSocket alone on a
+// hub without a gRPC port, whose stop does not wait for gRPC handlers) on
+// a hub whose drain rate (10/s) would need 30 s while its deadline is 2 s.
+// Every session must get a GoAway marked drain with a retry hint in
+// [1s, 2s] (spread, not one value), then a close frame 1001 (the gRPC
+// status carrying 1001); the raised pace is logged.
 func TestDrainReachesEverySessionWhateverTheDeadline(t *testing.T) {
-	const perTransport = 150
+	for _, tc := range []struct {
+		name     string
+		ws, grpc int
+	}{
+		{"150 WebSocket and 150 gRPC sessions", 150, 150},
+		{"300 WebSocket sessions, no gRPC port", 300, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testDrainReachesEverySession(t, tc.ws, tc.grpc) })
+	}
+}
+
+func testDrainReachesEverySession(t *testing.T, nWS, nGRPC int) {
 	var logs testkit.SyncBuffer
 	th := startHub(t, func(c *Config, o *Options) {
 		c.Drain = DrainConfig{Rate: 10, Deadline: 2 * time.Second, RetryAfter: time.Second}
 		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		if nGRPC == 0 {
+			c.GRPCListen = ""
+		}
 	})
 	codec, err := wire.NewCodec(wire.FormatProto, wire.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tok := token(t, tokenOpts{})
-	results := make([]drained, 2*perTransport)
+	results := make([]drained, nWS+nGRPC)
 	var wg sync.WaitGroup
 
 	// WebSocket sessions.
-	ws := make([]*rawWS, perTransport)
+	ws := make([]*rawWS, nWS)
 	for i := range ws {
 		r := dialRaw(t, th, wire.SubprotocolProto)
 		if err := r.c.WriteMessage(gws.OpcodeBinary, helloFrame(t, tok)); err != nil {
@@ -94,7 +109,7 @@ func TestDrainReachesEverySessionWhateverTheDeadline(t *testing.T) {
 	}
 
 	// gRPC sessions, 15 streams on each of 10 connections.
-	streams := make([]corralv1.Corral_ConnectClient, perTransport)
+	streams := make([]corralv1.Corral_ConnectClient, nGRPC)
 	for i := range streams {
 		if i%15 == 0 {
 			cc, err := grpc.NewClient(th.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -103,7 +118,7 @@ func TestDrainReachesEverySessionWhateverTheDeadline(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = cc.Close() })
 			api := corralv1.NewCorralClient(cc)
-			for j := i; j < i+15; j++ {
+			for j := i; j < min(i+15, nGRPC); j++ {
 				s, err := api.Connect(context.Background())
 				if err != nil {
 					t.Fatal(err)
@@ -119,7 +134,7 @@ func TestDrainReachesEverySessionWhateverTheDeadline(t *testing.T) {
 		}
 	}
 	for i, s := range streams {
-		res := &results[perTransport+i]
+		res := &results[nWS+i]
 		wg.Go(func() {
 			for {
 				f, err := s.Recv()
@@ -133,7 +148,7 @@ func TestDrainReachesEverySessionWhateverTheDeadline(t *testing.T) {
 			}
 		})
 	}
-	testkit.WaitFor(t, 15*time.Second, "every session counted", func() bool { return th.Sessions() == 2*perTransport })
+	testkit.WaitFor(t, 15*time.Second, "every session counted", func() bool { return th.Sessions() == nWS+nGRPC })
 
 	done := make(chan error, 1)
 	go func() {
@@ -173,7 +188,7 @@ func TestDrainReachesEverySessionWhateverTheDeadline(t *testing.T) {
 	bad := 0
 	for i, res := range results {
 		transport := "ws"
-		if i >= perTransport {
+		if i >= nWS {
 			transport = "grpc"
 		}
 		ok := res.goAway && res.drainFlag && res.hint >= time.Second && res.hint <= 2*time.Second && res.closeCode == wire.CloseGoingAway
