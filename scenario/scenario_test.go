@@ -47,6 +47,7 @@ func TestDecodeErrorsNameLineAndKey(t *testing.T) {
 			return strings.Replace(s, "max_new_per_second: 100", "max_new_per_second: -1", 1)
 		}, []string{"t.yaml:12:", "origins[0].max_new_per_second", "must be in (0, "}},
 		{"unknown policy", func(s string) string { return strings.Replace(s, "policy: multivalue", "policy: roundrobin", 1) }, []string{"t.yaml:7:", "dns.policy", "roundrobin"}},
+		{"a policy by client location", func(s string) string { return strings.Replace(s, "policy: multivalue", "policy: cidr", 1) }, []string{"t.yaml:7:", "dns.policy", "does not model", "weighted-subset, shuffle)"}},
 		{"capacity is required", func(s string) string { return strings.Replace(s, "    headroom: 1.5\n", "", 1) }, []string{"origins[0].max_connections", "capacity is an input"}},
 		{"arrivals beyond the population", func(s string) string {
 			return s + "traffic:\n  arrivals:\n    - {at: 0s, devices: 900}\n"

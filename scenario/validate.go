@@ -12,6 +12,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/corralhq/corral/authdns/answer"
 	"github.com/corralhq/corral/backoff"
 	"github.com/corralhq/corral/internal/config"
 )
@@ -24,7 +25,6 @@ const maxDevices = 1e12
 var (
 	protocols     = []string{"grpc", "websocket"}
 	distributions = []string{"zipf", "explicit"}
-	dnsPolicies   = []string{"simple", "weighted", "multivalue", "failover", "weighted-subset", "shuffle"}
 	picks         = []string{"first", "random", "p2c"}
 	modes         = []string{"errors", "adaptive"}
 	algorithms    = []string{"gradient", "vegas", "aimd", "fixed"}
@@ -236,23 +236,40 @@ func (g Geography) validate(bad func(string, string, ...any)) {
 	}
 }
 
-func (d DNS) validate(bad func(string, string, ...any), groups int) {
-	if !slices.Contains(dnsPolicies, d.Policy) {
-		bad("dns.policy", "unknown %q (want one of %s)", d.Policy, strings.Join(dnsPolicies, ", "))
+// dnsPolicies are the policies of authdns/answer that sim runs: those that
+// need no client location (sim does not model client addresses).
+func dnsPolicies() []string {
+	var out []string
+	for _, p := range answer.Policies() {
+		if !p.Uses(answer.FieldLocation) {
+			out = append(out, p.String())
+		}
 	}
+	return out
+}
+
+func (d DNS) validate(bad func(string, string, ...any), groups int) {
+	pol, err := answer.ParsePolicy(d.Policy)
+	switch {
+	case err != nil || d.Policy == "":
+		bad("dns.policy", "unknown %q (want one of %s)", d.Policy, strings.Join(dnsPolicies(), ", "))
+	case pol.Uses(answer.FieldLocation):
+		bad("dns.policy", "%s answers by client location, which the simulator does not model (want one of %s)", d.Policy, strings.Join(dnsPolicies(), ", "))
+	}
+	shuffle := err == nil && pol.Uses(answer.FieldDealer)
 	if d.TTL < 0 {
 		bad("dns.ttl", "must not be negative")
 	}
 	if d.MaxAnswers < 1 || d.MaxAnswers > 64 {
 		bad("dns.max_answers", "must be in [1, 64], got %d", d.MaxAnswers)
 	}
-	if d.Policy == "shuffle" && d.HandSize < 1 {
+	if shuffle && d.HandSize < 1 {
 		bad("dns.hand_size", "the shuffle policy needs a hand size of at least 1")
 	}
 	if d.Spill < 0 {
 		bad("dns.spill", "must not be negative")
 	}
-	if d.Policy != "shuffle" && (d.HandSize != 0 || d.Spill != 0) {
+	if !shuffle && (d.HandSize != 0 || d.Spill != 0) {
 		bad("dns.hand_size", "hand_size and spill apply only to the shuffle policy")
 	}
 	if d.HealthCheck.Interval <= 0 || d.HealthCheck.Threshold < 1 {
