@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh: a bounded fuzzing run of every fuzz target of the module.
+# It lists the targets of every package (go test -list '^Fuzz'), then runs
+# each one alone in its package for FUZZTIME (default 10s: about 3 minutes
+# for the whole module), and stops at the first failure naming the package
+# and the target (go test has written the failing input under the package's
+# testdata/fuzz/<Target>/ by then). FUZZTIME takes what -fuzztime takes:
+# a duration (30s) or a count of executions (10000000x). FUZZ_MATCH, a
+# regular expression, keeps the targets whose "package Target" matches.
+# Extra arguments go to each `go test` (for example -parallel=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fuzztime=${FUZZTIME:-10s}
+match=${FUZZ_MATCH:-.}
+
+list=$(go test -run '^$' -list '^Fuzz' ./...)
+targets=()
+pending=()
+while read -r line; do
+	case "$line" in
+	Fuzz*) pending+=("$line") ;;
+	ok*)
+		pkg=$(awk '{print $2}' <<<"$line")
+		for name in "${pending[@]}"; do
+			targets+=("$pkg $name")
+		done
+		pending=()
+		;;
+	esac
+done <<<"$list"
+
+if ((${#targets[@]} == 0)); then
+	echo "scripts/fuzz.sh: no fuzz target found" >&2
+	exit 1
+fi
+
+ran=0
+for t in "${targets[@]}"; do
+	grep -Eq -- "$match" <<<"$t" || continue
+	pkg=${t% *}
+	name=${t#* }
+	echo "scripts/fuzz.sh: $name in $pkg for $fuzztime"
+	if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$@" "$pkg"; then
+		echo "scripts/fuzz.sh: fuzz target $name in package $pkg failed (its failing input is under that package's testdata/fuzz/$name/)" >&2
+		exit 1
+	fi
+	ran=$((ran + 1))
+done
+echo "scripts/fuzz.sh: $ran fuzz targets ran for $fuzztime each without a failure"
