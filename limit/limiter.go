@@ -179,9 +179,11 @@ func (l *Limiter) acquire(prio int8, now *time.Time) (Token, bool) {
 				w = l.word.Add((1 << 32) + 1)
 				return l.admitted(w-(1<<32)-1, prio, true, now), true
 			}
-			t := l.nowNs()
+			var t int64
 			if now != nil {
 				t = l.at(*now)
+			} else {
+				t = l.nowNs()
 			}
 			if !fresh && t >= l.flushAt.Load() {
 				// The ceilings are older than the flush interval: the
