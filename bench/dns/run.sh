@@ -80,8 +80,8 @@ YAML
 	cat <<YAML
 zones:
   - origin: bench.test
-    ttl: 60
-    soa: {mname: ns1.bench.test, rname: hostmaster.bench.test, serial: 1, minimum: 60}
+    ttl: 60s
+    soa: {mname: ns1.bench.test, rname: hostmaster.bench.test, serial: 1, minimum: 60s}
     ns: [ns1.bench.test]
     records:
       - {name: ns1, type: A, values: [127.0.0.1]}
