@@ -334,17 +334,18 @@ func (c *Config) validateSettings() error {
 }
 
 // parsePrefix reads a prefix or a single address (as a full-length prefix).
+// Its errors say what is wanted, not which Go function refused the text.
 func parsePrefix(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return p, err
+			return p, fmt.Errorf("bad prefix %q (want an address/length, like 10.0.0.0/8 or 2001:db8::/32)", s)
 		}
 		return p.Masked(), nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return netip.Prefix{}, err
+		return netip.Prefix{}, fmt.Errorf("bad address %q (want an IPv4 or IPv6 address, or a prefix like 10.0.0.0/8)", s)
 	}
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
