@@ -72,9 +72,8 @@ const (
 	divOPTOwner    = "the OPT owner must be the root label itself (RFC 6891 6.1.2; miekg/dns takes any name, pointers included)"
 	divTwoOPT      = "a second OPT is FORMERR (RFC 6891 6.1.1; miekg/dns keeps both)"
 	divOption      = "options other than client subnet are not read (miekg/dns refuses some malformed ones)"
-	divECSFamily0  = "client subnet family 0 is FORMERR (miekg/dns accepts it with source 0, as dig sends)"
-	divECSScope    = "a client subnet scope other than 0 in a query is FORMERR (RFC 7871 7.1.2; miekg/dns accepts up to the family's width)"
-	divECSLength   = "the client subnet address has exactly ceil(source/8) bytes (RFC 7871 6; miekg/dns pads or cuts)"
+	divECSScope    = "a client subnet scope other than 0 in a query is FORMERR (RFC 7871 7.1.2; miekg/dns accepts up to the family's width, any with family 0)"
+	divECSLength   = "the client subnet address has exactly ceil(source/8) bytes, none with family 0 (RFC 7871 6; miekg/dns pads or cuts)"
 	divECSBits     = "no client subnet address bits past the source prefix (RFC 7871 6; miekg/dns keeps them)"
 	divTwoECS      = "a second client subnet is FORMERR (miekg/dns keeps both)"
 )
@@ -189,8 +188,6 @@ func (rd *reading) readOPT(req []byte, off, end int) string {
 		switch {
 		case rd.ecs != nil:
 			return divTwoECS
-		case e.Family == 0:
-			return divECSFamily0
 		case e.SourceScope != 0:
 			return divECSScope
 		case len(data)-4 != (int(e.SourceNetmask)+7)/8:
@@ -208,7 +205,7 @@ func (rd *reading) readOPT(req []byte, off, end int) string {
 // ecsPrefixOf is the prefix of a client subnet read by miekg/dns.
 func ecsPrefixOf(e *dns.EDNS0_SUBNET) netip.Prefix {
 	a, _ := netip.AddrFromSlice(e.Address)
-	if e.Family == 1 {
+	if e.Family != 2 { // family 0 reads as 0.0.0.0
 		a = a.Unmap()
 	}
 	return netip.PrefixFrom(a, int(e.SourceNetmask))

@@ -167,8 +167,15 @@ func TestProtocolRules(t *testing.T) {
 		{rule: "FORMERR for a bad client subnet: the address has exactly the source's bytes", name: "/16 in 4 bytes", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(1, 16, 0, 10, 9, 0, 0)), want: ruleWant{rcode: dns.RcodeFormatError}},
 		{rule: "FORMERR for a bad client subnet: the source fits the family", name: "IPv4 /33", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(1, 33, 0, 10, 9, 8, 0, 0)), want: ruleWant{rcode: dns.RcodeFormatError}},
 		{rule: "FORMERR for a bad client subnet: the source fits the family", name: "IPv6 /129", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(2, 129, 0, make([]byte, 17)...)), want: ruleWant{rcode: dns.RcodeFormatError}},
-		{rule: "FORMERR for a bad client subnet: family 1 or 2", name: "family 0", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(0, 0, 0)), want: ruleWant{rcode: dns.RcodeFormatError}},
-		{rule: "FORMERR for a bad client subnet: family 1 or 2", name: "family 3", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(3, 8, 0, 10)), want: ruleWant{rcode: dns.RcodeFormatError}},
+		{rule: "client subnet family 0 with source 0 (dig +subnet=0 before BIND 9.18) is taken as /0", name: "family 0 on a cidr set", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(0, 0, 0)), want: ruleWant{answers: 1, aa: true}, check: func(t *testing.T, r *dns.Msg) {
+			wantECS(0, 0, "0.0.0.0", false)(t, r)
+			if !slices.Equal(answerData(r), []string{"10.4.0.3"}) {
+				t.Errorf("answer %v, want the default location's 10.4.0.3", answerData(r))
+			}
+		}},
+		{rule: "FORMERR for a bad client subnet: family 0 has no address", name: "family 0 with source 8", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(0, 8, 0, 10)), want: ruleWant{rcode: dns.RcodeFormatError}},
+		{rule: "FORMERR for a bad client subnet: family 0 has no address", name: "family 0 with an address byte", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(0, 0, 0, 10)), want: ruleWant{rcode: dns.RcodeFormatError}},
+		{rule: "FORMERR for a bad client subnet: family 0, 1 or 2", name: "family 3", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(3, 8, 0, 10)), want: ruleWant{rcode: dns.RcodeFormatError}},
 		{rule: "FORMERR for a bad client subnet: one per query", name: "two client subnets", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(1, 24, 0, 10, 9, 8), ecsOpt(1, 24, 0, 10, 9, 8)), want: ruleWant{rcode: dns.RcodeFormatError}},
 		{rule: "FORMERR for a bad client subnet", name: "3 bytes", req: withOpt("geo.corral.test", dns.TypeA, ednsOpt(optECS, 0, 1, 24)), want: ruleWant{rcode: dns.RcodeFormatError}},
 		{rule: "FORMERR echoes the question and the OPT", name: "bad subnet", req: withOpt("geo.corral.test", dns.TypeA, ecsOpt(1, 24, 24, 10, 9, 8)), want: ruleWant{rcode: dns.RcodeFormatError}, check: func(t *testing.T, r *dns.Msg) {

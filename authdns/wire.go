@@ -216,6 +216,12 @@ func parseOptions(b []byte, q *query) parseResult {
 		addr := v[4:]
 		var full int
 		switch fam {
+		case 0:
+			// No address at all (source 0): what dig +subnet=0 sent
+			// before BIND 9.18 and what BIND and miekg/dns accept; RFC
+			// 7871 6 only says FAMILY SHOULD then be the transport's.
+			// Answered as 0.0.0.0/0, echoed as sent.
+			full = 0
 		case 1:
 			full = 32
 		case 2:
@@ -229,10 +235,10 @@ func parseOptions(b []byte, q *query) parseResult {
 		var buf [16]byte
 		copy(buf[:], addr)
 		var a netip.Addr
-		if fam == 1 {
-			a = netip.AddrFrom4([4]byte(buf[:4]))
-		} else {
+		if fam == 2 {
 			a = netip.AddrFrom16(buf)
+		} else {
+			a = netip.AddrFrom4([4]byte(buf[:4]))
 		}
 		p := netip.PrefixFrom(a, int(src))
 		if p.Masked() != p {
