@@ -123,6 +123,13 @@ func TestProtocolRules(t *testing.T) {
 		{rule: "REFUSED for classes other than IN (ANY is IN here)", name: "class ANY is answered", req: mkQuery("static.corral.test", dns.TypeA, func(m *dns.Msg) { m.Question[0].Qclass = dns.ClassANY }), want: ruleWant{answers: 2, aa: true}},
 		{rule: "REFUSED outside the zones", name: "example.com, without AA", req: mkQuery("example.com", dns.TypeA, nil), want: ruleWant{rcode: dns.RcodeRefused}},
 
+		{rule: "NOTIMP for query type 0 (as Knot)", name: "qtype 0", req: rawQuery(0, wireOf("static.corral.test"), 0), want: ruleWant{rcode: dns.RcodeNotImplemented}},
+
+		// Additional section (RFC 1034 4.3.2 step 6).
+		{rule: "NS answers carry the glue of name servers in the served zones", name: "NS at the apex", req: mkQuery("corral.test", dns.TypeNS, nil), want: ruleWant{answers: 1, aa: true}, check: wantExtra("A")},
+		{rule: "SRV answers carry the addresses of their targets", name: "SRV to static", req: mkQuery("_x._tcp.corral.test", dns.TypeSRV, edns(1232)), want: ruleWant{answers: 1, aa: true}, check: wantExtra("A", "A")},
+		{rule: "MX answers carry the addresses of their targets in the served zones", name: "MX to mail, which does not exist", req: mkQuery("corral.test", dns.TypeMX, nil), want: ruleWant{answers: 1, aa: true}, check: wantExtra()},
+
 		// EDNS.
 		{rule: "EDNS0 with a 1232-byte buffer", name: "a client asking 4096 is told 1232", req: mkQuery("static.corral.test", dns.TypeA, edns(4096)), want: ruleWant{answers: 2, aa: true}, check: wantOPT(1232, false)},
 		{rule: "edns_buffer is the advertised size", name: "edns_buffer 600", server: "buffer600", req: mkQuery("static.corral.test", dns.TypeA, edns(4096)), want: ruleWant{answers: 2, aa: true}, check: wantOPT(600, false)},
@@ -422,5 +429,21 @@ func wantCounts(t *testing.T, resp []byte, r *dns.Msg) {
 	an, ns, ar := binary.BigEndian.Uint16(resp[6:]), binary.BigEndian.Uint16(resp[8:]), binary.BigEndian.Uint16(resp[10:])
 	if int(an) != len(r.Answer) || int(ns) != len(r.Ns) || int(ar) != len(r.Extra) {
 		t.Errorf("header counts %d/%d/%d, records %d/%d/%d", an, ns, ar, len(r.Answer), len(r.Ns), len(r.Extra))
+	}
+}
+
+// wantExtra checks the types of the additional records other than OPT.
+func wantExtra(types ...string) func(*testing.T, *dns.Msg) {
+	return func(t *testing.T, r *dns.Msg) {
+		t.Helper()
+		var got []string
+		for _, rr := range r.Extra {
+			if rr.Header().Rrtype != dns.TypeOPT {
+				got = append(got, dns.TypeToString[rr.Header().Rrtype])
+			}
+		}
+		if !slices.Equal(got, types) {
+			t.Errorf("additional types %v, want %v: %v", got, types, r.Extra)
+		}
 	}
 }
