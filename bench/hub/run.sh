@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/hub/run.sh: the hub benchmarks of issue 6, on one machine.
 #
-#   bash bench/hub/run.sh [idle|upgrades|all] [-n 19000] [-runs 3]
+#   bash bench/hub/run.sh [idle|upgrades|versus|all] [-n 19000] [-runs 3] [-conc 500]
 #
 # idle:     19,000 idle WebSocket sessions (Hello + one Subscribe each) on one
 #           hub process; client side in two other processes spread over
@@ -14,6 +14,18 @@
 # upgrades: the hub pinned to CPU 0 with GOMAXPROCS=1, clients on CPU 1:
 #           sessions per second from TCP connect to Welcome (handshake,
 #           Hello, token check, Welcome), with and without a Subscribe.
+# versus:   the hub and Centrifugo side by side, in turns in the same run:
+#           each pinned to CPU 0 with GOMAXPROCS=1, the same hubload client
+#           on CPU 1 (two processes, -conc dials in flight in all), N
+#           sessions per turn, each a TCP connect, upgrade, Hello (Centrifugo:
+#           connect) with an HS256 token, Welcome, Subscribe, Subscribed.
+#           Per turn: sessions/s, the server's CPU utilisation and
+#           CPU-seconds per 1,000 sessions (utime+stime from /proc/PID/stat
+#           over the storm), median upgrade and Hello->Welcome times, and
+#           lost Hellos (upgraded, Hello sent, no Welcome within 10 s);
+#           then the totals of each server. CENTRIFUGO=path/to/binary
+#           (default: centrifugo on PATH or in $(go env GOPATH)/bin;
+#           install: go install github.com/centrifugal/centrifugo/v6@v6.9.1).
 #
 # Needs: Go, taskset (util-linux), curl. The per-process fd limit here is
 # 20,000: the hub holds the 19,000 sessions, each client process 9,500.
@@ -24,10 +36,12 @@ mode=${1:-all}
 shift || true
 N=19000
 RUNS=3
+CONC=500
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-n) N=$2; shift 2 ;;
 	-runs) RUNS=$2; shift 2 ;;
+	-conc) CONC=$2; shift 2 ;;
 	*) echo "unknown flag $1" >&2; exit 2 ;;
 	esac
 done
@@ -74,15 +88,17 @@ wait_ready() {
 	echo "hub not ready" >&2; return 1
 }
 
-# start_clients COUNT FIRST CHANNEL LATFILE [taskset-cpu]: a client process
-# fed by a FIFO (closing it ends the process); prints its ready line.
+# start_clients COUNT FIRST CHANNEL LATFILE [taskset-cpu [hubload flags...]]:
+# a client process fed by a FIFO (closing it ends the process); prints its
+# ready line.
 start_clients() {
 	local n=$1 first=$2 ch=$3 lat=$4 cpu=${5:-}
+	shift 5 2>/dev/null || shift $#
 	local fifo="$work/in.$first"
 	rm -f "$fifo"; mkfifo "$fifo"
 	local pre=()
 	[ -n "$cpu" ] && pre=(taskset -c "$cpu")
-	"${pre[@]}" "$work/hubload" clients -addr "$ADDR" -n "$n" -first "$first" -token "$TOKEN" -channel "$ch" -lat "$lat" <"$fifo" >"$work/out.$first" 2>&1 &
+	"${pre[@]}" "$work/hubload" clients -addr "$ADDR" -n "$n" -first "$first" -token "$TOKEN" -channel "$ch" -lat "$lat" "$@" <"$fifo" >"$work/out.$first" 2>&1 &
 	exec {fd}>"$fifo"
 	eval "fd_$first=$fd"
 }
@@ -154,10 +170,70 @@ upgrades_run() {
 	kill -TERM $hub; wait $hub 2>/dev/null || true
 }
 
+# cputicks PID: user+system CPU of a process in clock ticks.
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# versus_turn SERVER RUN: one storm of N sessions against SERVER (hub or
+# centrifugo) pinned to CPU 0 with GOMAXPROCS=1; appends a line to
+# $work/versus.
+versus_turn() {
+	local srv=$1 run=$2 half=$(( N / 2 )) pid flags=()
+	if [ "$srv" = hub ]; then
+		GOMAXPROCS=1 taskset -c 0 "$work/corral" hub --config "$work/hub.yaml" --log-level warn >"$work/hub.log" 2>&1 &
+		pid=$!
+		wait_ready
+	else
+		GOMAXPROCS=1 taskset -c 0 "$CENTRIFUGO" --config "$work/centrifugo.json" >"$work/centrifugo.log" 2>&1 &
+		pid=$!
+		for _ in $(seq 200); do curl -sf "http://$CF_ADDR/health" >/dev/null 2>&1 && break; sleep 0.1; done
+		flags=(-server centrifugo -addr "$CF_ADDR")
+	fi
+	sleep 1
+	local c0 c1
+	c0=$(cputicks $pid)
+	start_clients "$half" 0 bench /dev/null 1 -conc $(( CONC / 2 )) "${flags[@]}"
+	start_clients $(( N - half )) 100000 bench /dev/null 1 -conc $(( CONC - CONC / 2 )) "${flags[@]}"
+	wait_line "$work/out.0" '^ready'; wait_line "$work/out.100000" '^ready'
+	c1=$(cputicks $pid)
+	# ready N failed F elapsed_ms E rate_per_s R lost_hellos L upgrade_p50_ms U welcome_p50_ms W ...
+	cat "$work/out.0" "$work/out.100000" | awk -v srv="$srv" -v run="$run" -v ticks=$(( c1 - c0 )) -v hz="$(getconf CLK_TCK)" -v sum="$work/versus.sum" '
+	/^ready/ { n += $2; failed += $4; if ($6 > e) e = $6; lost += $10; u += $12 / 2; w += $14 / 2 }
+	END {
+		t = e / 1000; cpu = ticks / hz
+		printf "versus %-10s run %s: sessions %d failed %d lost_hellos %d in %.2f s: %.0f sessions/s, cpu %.2f s (%.0f %% of the core), %.3f cpu-s per 1000 sessions, median upgrade %.1f ms, hello->welcome %.1f ms\n",
+			srv, run, n, failed, lost, t, n / t, cpu, 100 * cpu / t, 1000 * cpu / n, u, w
+		printf "%s %d %d %.3f %.2f\n", srv, n, lost, t, cpu >>sum
+	}'
+	stop_clients 0 100000
+	kill -TERM $pid; wait $pid 2>/dev/null || true
+}
+
 echo "# $(date -u +%FT%TZ) $(go version) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$mode" = idle ] || [ "$mode" = all ]; then
 	for r in $(seq "$RUNS"); do idle_run "$r"; done
 fi
 if [ "$mode" = upgrades ] || [ "$mode" = all ]; then
 	for r in $(seq "$RUNS"); do upgrades_run "$r" ""; upgrades_run "$r" bench; done
+fi
+if [ "$mode" = versus ]; then
+	CENTRIFUGO=${CENTRIFUGO:-$(command -v centrifugo || echo "$(go env GOPATH)/bin/centrifugo")}
+	[ -x "$CENTRIFUGO" ] || { echo "no centrifugo at $CENTRIFUGO: go install github.com/centrifugal/centrifugo/v6@v6.9.1" >&2; exit 1; }
+	CF_ADDR=127.0.0.1:7460
+	cat >"$work/centrifugo.json" <<JSON
+{
+  "http_server": {"address": "127.0.0.1", "port": 7460},
+  "log": {"level": "error"},
+  "health": {"enabled": true},
+  "client": {"token": {"hmac_secret_key": "$SECRET"}, "allowed_origins": ["*"]},
+  "channel": {"without_namespace": {"allow_subscribe_for_client": true}},
+  "http_api": {"key": "$KEY"},
+  "usage_stats": {"disabled": true}
+}
+JSON
+	echo "# versus: $N sessions a turn, $CONC dials in flight, $("$CENTRIFUGO" version 2>/dev/null | head -1)"
+	for r in $(seq "$RUNS"); do versus_turn hub "$r"; versus_turn centrifugo "$r"; done
+	for srv in hub centrifugo; do
+		awk -v srv="$srv" '$1 == srv { n += $2; lost += $3; t += $4; cpu += $5 } END {
+			printf "versus %-10s total: sessions %d lost_hellos %d, %.0f sessions/s, %.3f cpu-s per 1000 sessions, %.0f sessions per cpu-second\n", srv, n, lost, n / t, 1000 * cpu / n, n / cpu }' "$work/versus.sum"
+	done
 fi

@@ -6,9 +6,10 @@
 // carries the publish time), and prints a summary when its stdin closes.
 //
 //	hubload clients -addr 127.0.0.1:7400 -n 9500 -first 0 -token T -channel bench
+//	hubload clients -server centrifugo -addr 127.0.0.1:7460 -token T ...   # the same storm against Centrifugo
 //	hubload publish -addr 127.0.0.1:7400 -key K -tenant bench -channel bench -count 20 -every 500ms
 //	hubload merge file...    # latency files written by clients -lat FILE
-//	hubload token -secret S -tenant bench   # a session JWT for the bench config
+//	hubload token -secret S -tenant bench   # a session JWT for the bench config (with sub, so Centrifugo takes it too)
 package main
 
 import (
@@ -72,9 +73,12 @@ func sourceAddr(i int) net.Addr {
 var codec, _ = wire.NewCodec(wire.FormatProto, wire.Config{})
 
 // writeFrame writes one masked binary WebSocket frame.
-func writeFrame(w io.Writer, payload []byte) error {
+func writeFrame(w io.Writer, payload []byte) error { return writeFrameOp(w, 2, payload) }
+
+// writeFrameOp writes one masked WebSocket frame of opcode op.
+func writeFrameOp(w io.Writer, op byte, payload []byte) error {
 	var hdr [14]byte
-	hdr[0] = 0x82
+	hdr[0] = 0x80 | op
 	n := 2
 	switch l := len(payload); {
 	case l < 126:
@@ -129,7 +133,15 @@ func readFrame(r *bufio.Reader) (byte, []byte, error) {
 	return h[0] & 0x0f, p, nil
 }
 
-func dial(addr string, local net.Addr, timeout time.Duration) (net.Conn, *bufio.Reader, error) {
+// server is what the clients talk to: a corral hub, or Centrifugo (its
+// JSON protocol: connect with the token, then subscribe) for the
+// side-by-side run of bench/hub/run.sh.
+type server struct {
+	centrifugo bool
+	path       string
+}
+
+func dial(srv server, addr string, local net.Addr, timeout time.Duration) (net.Conn, *bufio.Reader, error) {
 	d := net.Dialer{LocalAddr: local, Timeout: timeout}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
@@ -137,9 +149,12 @@ func dial(addr string, local net.Addr, timeout time.Duration) (net.Conn, *bufio.
 	}
 	var key [16]byte
 	_, _ = rand.Read(key[:])
-	req := "GET /v1/ws HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: " + base64.StdEncoding.EncodeToString(key[:]) + "\r\nSec-WebSocket-Version: 13\r\n" +
-		"Sec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n\r\n"
+	req := "GET " + srv.path + " HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: " + base64.StdEncoding.EncodeToString(key[:]) + "\r\nSec-WebSocket-Version: 13\r\n"
+	if !srv.centrifugo {
+		req += "Sec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n"
+	}
+	req += "\r\n"
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	if _, err := io.WriteString(c, req); err != nil {
 		c.Close()
@@ -164,13 +179,37 @@ func dial(addr string, local net.Addr, timeout time.Duration) (net.Conn, *bufio.
 	return c, br, nil
 }
 
+// setup is the timing of one session set-up.
+type setup struct {
+	upgrade, welcome, subscribed time.Duration // TCP connect to 101, Hello to Welcome, Subscribe to Subscribed
+	lostHello                    bool          // upgraded and sent Hello, but no Welcome within the Hello timeout
+}
+
 // session opens one session: handshake, Hello, Welcome, Subscribe,
-// Subscribed.
-func session(addr string, local net.Addr, token, channel string, timeout time.Duration) (net.Conn, *bufio.Reader, error) {
-	c, br, err := dial(addr, local, timeout)
+// Subscribed (against Centrifugo: connect and subscribe commands).
+func session(srv server, addr string, local net.Addr, token, channel string, timeout, helloTimeout time.Duration) (net.Conn, *bufio.Reader, setup, error) {
+	var st setup
+	t0 := time.Now()
+	c, br, err := dial(srv, addr, local, timeout)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, st, err
 	}
+	t1 := time.Now()
+	st.upgrade = t1.Sub(t0)
+	if srv.centrifugo {
+		err = centrifugoSession(c, br, token, channel, helloTimeout, &st)
+	} else {
+		err = corralSession(c, br, token, channel, helloTimeout, &st)
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, st, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, br, st, nil
+}
+
+func corralSession(c net.Conn, br *bufio.Reader, token, channel string, helloTimeout time.Duration, st *setup) error {
 	send := func(f *corralv1.ClientFrame) error {
 		b, err := codec.AppendClientFrame(nil, f)
 		if err != nil {
@@ -199,22 +238,102 @@ func session(addr string, local net.Addr, token, channel string, timeout time.Du
 			}
 		}
 	}
-	err = send(&corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: token, Priority: corralv1.Priority_PRIORITY_P2}}})
-	if err == nil {
-		err = expect(func(f *corralv1.ServerFrame) bool { return f.GetWelcome() != nil })
+	t := time.Now()
+	if err := send(&corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: token, Priority: corralv1.Priority_PRIORITY_P2}}}); err != nil {
+		return err
 	}
-	if err == nil && channel != "" {
-		err = send(&corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: channel}}})
-		if err == nil {
-			err = expect(func(f *corralv1.ServerFrame) bool { return f.GetSubscribed() != nil })
+	_ = c.SetReadDeadline(t.Add(helloTimeout))
+	if err := expect(func(f *corralv1.ServerFrame) bool { return f.GetWelcome() != nil }); err != nil {
+		st.lostHello = isTimeout(err)
+		return err
+	}
+	st.welcome = time.Since(t)
+	if channel == "" {
+		return nil
+	}
+	t = time.Now()
+	if err := send(&corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: channel}}}); err != nil {
+		return err
+	}
+	if err := expect(func(f *corralv1.ServerFrame) bool { return f.GetSubscribed() != nil }); err != nil {
+		return err
+	}
+	st.subscribed = time.Since(t)
+	return nil
+}
+
+// centrifugoSession runs Centrifugo's JSON protocol: replies are JSON
+// objects, one a line, several lines to a frame.
+func centrifugoSession(c net.Conn, br *bufio.Reader, token, channel string, helloTimeout time.Duration, st *setup) error {
+	type reply struct {
+		ID    uint32 `json:"id"`
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	expect := func(id uint32) error {
+		for {
+			op, p, err := readFrame(br)
+			if err != nil {
+				return err
+			}
+			if op == 8 {
+				return fmt.Errorf("closed: %q", p)
+			}
+			for _, line := range bytes.Split(p, []byte("\n")) {
+				var r reply
+				if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &r) != nil {
+					continue
+				}
+				if r.ID != id {
+					continue
+				}
+				if r.Error != nil {
+					return fmt.Errorf("error %d %s", r.Error.Code, r.Error.Message)
+				}
+				return nil
+			}
 		}
 	}
-	if err != nil {
-		c.Close()
-		return nil, nil, err
+	tokJSON, _ := json.Marshal(token)
+	t := time.Now()
+	if err := writeFrameOp(c, 1, []byte(`{"id":1,"connect":{"token":`+string(tokJSON)+`}}`)); err != nil {
+		return err
 	}
-	_ = c.SetDeadline(time.Time{})
-	return c, br, nil
+	_ = c.SetReadDeadline(t.Add(helloTimeout))
+	if err := expect(1); err != nil {
+		st.lostHello = isTimeout(err)
+		return err
+	}
+	st.welcome = time.Since(t)
+	if channel == "" {
+		return nil
+	}
+	chJSON, _ := json.Marshal(channel)
+	t = time.Now()
+	if err := writeFrameOp(c, 1, []byte(`{"id":2,"subscribe":{"channel":`+string(chJSON)+`}}`)); err != nil {
+		return err
+	}
+	if err := expect(2); err != nil {
+		return err
+	}
+	st.subscribed = time.Since(t)
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// median returns the median of ds in milliseconds (0 when empty).
+func median(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return float64(ds[len(ds)/2]) / 1e6
 }
 
 func runClients(args []string) error {
@@ -226,13 +345,28 @@ func runClients(args []string) error {
 	token := fs.String("token", "", "session JWT")
 	channel := fs.String("channel", "bench", "channel to subscribe (empty: none)")
 	latFile := fs.String("lat", "", "write the latencies (ns, one per line) of received messages here")
+	kind := fs.String("server", "corral", "corral or centrifugo (its JSON protocol)")
+	path := fs.String("path", "", "WebSocket path (default /v1/ws, Centrifugo /connection/websocket)")
+	helloTimeout := fs.Duration("hello-timeout", 10*time.Second, "a Hello (connect) not answered within this is counted lost")
 	_ = fs.Parse(args)
+	srv := server{centrifugo: *kind == "centrifugo", path: *path}
+	if *kind != "corral" && *kind != "centrifugo" {
+		return fmt.Errorf("unknown server %q", *kind)
+	}
+	if srv.path == "" {
+		srv.path = "/v1/ws"
+		if srv.centrifugo {
+			srv.path = "/connection/websocket"
+		}
+	}
 
 	conns := make([]net.Conn, *n)
 	readers := make([]*bufio.Reader, *n)
 	var next atomic.Int64
-	var failed atomic.Int64
+	var failed, lost atomic.Int64
 	var firstErr atomic.Value
+	var tmu sync.Mutex
+	var upgrades, welcomes, subs []time.Duration
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range *conc {
@@ -244,8 +378,18 @@ func runClients(args []string) error {
 				}
 				var err error
 				for attempt := 0; attempt < 5; attempt++ {
-					conns[i], readers[i], err = session(*addr, sourceAddr(*first+i), *token, *channel, 30*time.Second)
+					var st setup
+					conns[i], readers[i], st, err = session(srv, *addr, sourceAddr(*first+i), *token, *channel, 30*time.Second, *helloTimeout)
+					if st.lostHello {
+						lost.Add(1)
+					}
 					if err == nil {
+						tmu.Lock()
+						upgrades, welcomes = append(upgrades, st.upgrade), append(welcomes, st.welcome)
+						if *channel != "" {
+							subs = append(subs, st.subscribed)
+						}
+						tmu.Unlock()
 						break
 					}
 					time.Sleep(100 * time.Millisecond)
@@ -260,7 +404,10 @@ func runClients(args []string) error {
 	wg.Wait()
 	elapsed := time.Since(start)
 	ok := *n - int(failed.Load())
-	fmt.Printf("ready %d failed %d elapsed_ms %d rate_per_s %.0f first_error %v\n", ok, failed.Load(), elapsed.Milliseconds(), float64(ok)/elapsed.Seconds(), firstErr.Load())
+	// Fields by position (run.sh reads them): 2 ready, 4 failed, 6
+	// elapsed_ms, 8 rate, 10 lost_hellos, then medians in ms.
+	fmt.Printf("ready %d failed %d elapsed_ms %d rate_per_s %.0f lost_hellos %d upgrade_p50_ms %.1f welcome_p50_ms %.1f subscribed_p50_ms %.1f first_error %v\n",
+		ok, failed.Load(), elapsed.Milliseconds(), float64(ok)/elapsed.Seconds(), lost.Load(), median(upgrades), median(welcomes), median(subs), firstErr.Load())
 
 	var mu sync.Mutex
 	var lats []int64
@@ -397,7 +544,7 @@ func runToken(args []string) error {
 	_ = fs.Parse(args)
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{
 		Tenant: *tenant, Channels: []string{">"}, Publish: []string{">"},
-		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(24 * time.Hour))},
+		RegisteredClaims: jwt.RegisteredClaims{Subject: "bench", ExpiresAt: jwt.NewNumericDate(time.Now().Add(24 * time.Hour))},
 	}).SignedString([]byte(*secret))
 	if err != nil {
 		return err
