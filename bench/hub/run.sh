@@ -18,7 +18,8 @@
 #           each pinned to CPU 0 with GOMAXPROCS=1, the same hubload client
 #           on CPU 1 (two processes, -conc dials in flight in all), N
 #           sessions per turn, each a TCP connect, upgrade, Hello (Centrifugo:
-#           connect) with an HS256 token, Welcome, Subscribe, Subscribed.
+#           connect) with an HS256 token, Welcome, Subscribe, Subscribed;
+#           both servers speak protobuf (CF_PROTOCOL=json: Centrifugo's JSON).
 #           Per turn: sessions/s, the server's CPU utilisation and
 #           CPU-seconds per 1,000 sessions (utime+stime from /proc/PID/stat
 #           over the storm), median upgrade and Hello->Welcome times, and
@@ -186,7 +187,7 @@ versus_turn() {
 		GOMAXPROCS=1 taskset -c 0 "$CENTRIFUGO" --config "$work/centrifugo.json" >"$work/centrifugo.log" 2>&1 &
 		pid=$!
 		for _ in $(seq 200); do curl -sf "http://$CF_ADDR/health" >/dev/null 2>&1 && break; sleep 0.1; done
-		flags=(-server centrifugo -addr "$CF_ADDR")
+		flags=(-server centrifugo -centrifugo-protocol "${CF_PROTOCOL:-protobuf}" -addr "$CF_ADDR")
 	fi
 	sleep 1
 	local c0 c1
@@ -230,7 +231,7 @@ if [ "$mode" = versus ]; then
   "usage_stats": {"disabled": true}
 }
 JSON
-	echo "# versus: $N sessions a turn, $CONC dials in flight, $("$CENTRIFUGO" version 2>/dev/null | head -1)"
+	echo "# versus: $N sessions a turn, $CONC dials in flight, Centrifugo protocol ${CF_PROTOCOL:-protobuf}, $("$CENTRIFUGO" version 2>/dev/null | head -1)"
 	for r in $(seq "$RUNS"); do versus_turn hub "$r"; versus_turn centrifugo "$r"; done
 	for srv in hub centrifugo; do
 		awk -v srv="$srv" '$1 == srv { n += $2; lost += $3; t += $4; cpu += $5 } END {

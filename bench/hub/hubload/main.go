@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/wire"
@@ -134,10 +135,11 @@ func readFrame(r *bufio.Reader) (byte, []byte, error) {
 }
 
 // server is what the clients talk to: a corral hub, or Centrifugo (its
-// JSON protocol: connect with the token, then subscribe) for the
-// side-by-side run of bench/hub/run.sh.
+// protobuf or JSON protocol: connect with the token, then subscribe) for
+// the side-by-side run of bench/hub/run.sh.
 type server struct {
 	centrifugo bool
+	protobuf   bool // Centrifugo's protobuf protocol instead of JSON
 	path       string
 }
 
@@ -196,9 +198,12 @@ func session(srv server, addr string, local net.Addr, token, channel string, tim
 	}
 	t1 := time.Now()
 	st.upgrade = t1.Sub(t0)
-	if srv.centrifugo {
+	switch {
+	case srv.centrifugo && srv.protobuf:
+		err = centrifugoProtoSession(c, br, token, channel, helloTimeout, &st)
+	case srv.centrifugo:
 		err = centrifugoSession(c, br, token, channel, helloTimeout, &st)
-	} else {
+	default:
 		err = corralSession(c, br, token, channel, helloTimeout, &st)
 	}
 	if err != nil {
@@ -322,6 +327,94 @@ func centrifugoSession(c net.Conn, br *bufio.Reader, token, channel string, hell
 	return nil
 }
 
+// centrifugoProtoSession runs Centrifugo's protobuf protocol: each frame
+// holds commands (replies) as varint-length-prefixed messages; Command has
+// id = 1, connect = 4 (ConnectRequest token = 1), subscribe = 5
+// (SubscribeRequest channel = 1); Reply has id = 1 and error = 2 (Error
+// code = 1, message = 2).
+func centrifugoProtoSession(c net.Conn, br *bufio.Reader, token, channel string, helloTimeout time.Duration, st *setup) error {
+	command := func(id uint32, field protowire.Number, inner []byte) []byte {
+		var cmd []byte
+		cmd = protowire.AppendTag(cmd, 1, protowire.VarintType)
+		cmd = protowire.AppendVarint(cmd, uint64(id))
+		cmd = protowire.AppendTag(cmd, field, protowire.BytesType)
+		cmd = protowire.AppendBytes(cmd, inner)
+		return protowire.AppendBytes(nil, cmd)
+	}
+	str1 := func(v string) []byte {
+		b := protowire.AppendTag(nil, 1, protowire.BytesType)
+		return protowire.AppendString(b, v)
+	}
+	expect := func(id uint32) error {
+		for {
+			op, p, err := readFrame(br)
+			if err != nil {
+				return err
+			}
+			if op == 8 {
+				return fmt.Errorf("closed: %q", p)
+			}
+			for len(p) > 0 {
+				msg, n := protowire.ConsumeBytes(p)
+				if n < 0 {
+					return errors.New("bad reply framing")
+				}
+				p = p[n:]
+				var rid uint64
+				var rerr []byte
+				for len(msg) > 0 {
+					num, typ, n := protowire.ConsumeTag(msg)
+					if n < 0 {
+						return errors.New("bad reply")
+					}
+					msg = msg[n:]
+					switch {
+					case num == 1 && typ == protowire.VarintType:
+						rid, n = protowire.ConsumeVarint(msg)
+					case num == 2 && typ == protowire.BytesType:
+						rerr, n = protowire.ConsumeBytes(msg)
+					default:
+						n = protowire.ConsumeFieldValue(num, typ, msg)
+					}
+					if n < 0 {
+						return errors.New("bad reply")
+					}
+					msg = msg[n:]
+				}
+				if uint32(rid) != id {
+					continue
+				}
+				if rerr != nil {
+					return fmt.Errorf("error %x", rerr)
+				}
+				return nil
+			}
+		}
+	}
+	t := time.Now()
+	if err := writeFrameOp(c, 2, command(1, 4, str1(token))); err != nil {
+		return err
+	}
+	_ = c.SetReadDeadline(t.Add(helloTimeout))
+	if err := expect(1); err != nil {
+		st.lostHello = isTimeout(err)
+		return err
+	}
+	st.welcome = time.Since(t)
+	if channel == "" {
+		return nil
+	}
+	t = time.Now()
+	if err := writeFrameOp(c, 2, command(2, 5, str1(channel))); err != nil {
+		return err
+	}
+	if err := expect(2); err != nil {
+		return err
+	}
+	st.subscribed = time.Since(t)
+	return nil
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -345,11 +438,15 @@ func runClients(args []string) error {
 	token := fs.String("token", "", "session JWT")
 	channel := fs.String("channel", "bench", "channel to subscribe (empty: none)")
 	latFile := fs.String("lat", "", "write the latencies (ns, one per line) of received messages here")
-	kind := fs.String("server", "corral", "corral or centrifugo (its JSON protocol)")
+	kind := fs.String("server", "corral", "corral or centrifugo")
+	cfProto := fs.String("centrifugo-protocol", "protobuf", "protobuf or json: Centrifugo's protocol")
 	path := fs.String("path", "", "WebSocket path (default /v1/ws, Centrifugo /connection/websocket)")
 	helloTimeout := fs.Duration("hello-timeout", 10*time.Second, "a Hello (connect) not answered within this is counted lost")
 	_ = fs.Parse(args)
-	srv := server{centrifugo: *kind == "centrifugo", path: *path}
+	srv := server{centrifugo: *kind == "centrifugo", protobuf: *cfProto == "protobuf", path: *path}
+	if *cfProto != "protobuf" && *cfProto != "json" {
+		return fmt.Errorf("unknown Centrifugo protocol %q", *cfProto)
+	}
 	if *kind != "corral" && *kind != "centrifugo" {
 		return fmt.Errorf("unknown server %q", *kind)
 	}
@@ -357,6 +454,9 @@ func runClients(args []string) error {
 		srv.path = "/v1/ws"
 		if srv.centrifugo {
 			srv.path = "/connection/websocket"
+			if srv.protobuf {
+				srv.path += "?cf_protocol=protobuf"
+			}
 		}
 	}
 
