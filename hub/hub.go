@@ -240,7 +240,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 		}
 	}
 	h.runCtx = ctx
-	engine, up := h.newWSEngine()
+	engine, up, early := h.newWSEngine()
 	if err := engine.Start(); err != nil {
 		_ = httpLn.Close()
 		if grpcLn != nil {
@@ -259,7 +259,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	h.mu.Unlock()
 	errc := make(chan error, 2)
 	wg.Go(func() {
-		if err := h.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		if err := h.httpSrv.Serve(h.newWSListener(httpLn, up, early)); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			errc <- fmt.Errorf("hub: http: %w", err)
 		}
 	})

@@ -118,7 +118,7 @@ func (t *wsTransport) abort(wire.Close) { _ = t.conn.Conn.Close() }
 // WebSocket connections, and the upgrader that hands them to it. The HTTP
 // handshake itself is served by net/http (httpMux); nbio's own HTTP
 // listener is not used.
-func (h *Hub) newWSEngine() (*nbhttp.Engine, *nbws.Upgrader) {
+func (h *Hub) newWSEngine() (*nbhttp.Engine, *nbws.Upgrader, *wsEarly) {
 	engine := nbhttp.NewEngine(nbhttp.Config{
 		ReleaseWebsocketPayload:      true,
 		MaxWebsocketFramePayloadSize: h.codecCheck.Config().MaxFrameBytes,
@@ -146,7 +146,7 @@ func (h *Hub) newWSEngine() (*nbhttp.Engine, *nbws.Upgrader) {
 			s.lastRecv.Store(h.now().UnixNano())
 		}
 	})
-	return engine, up
+	return engine, up, early
 }
 
 // serveWS upgrades a request and hands the connection to nbio's poller.

@@ -1,0 +1,260 @@
+package hub
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	nbws "github.com/lesismal/nbio/nbhttp/websocket"
+
+	"github.com/corralhq/corral/wire"
+)
+
+// The WebSocket handshake without net/http. A CPU profile of a dial storm
+// (issue 10, item 13) put a third of a session set-up's CPU in net/http's
+// connection serving: two 4 KiB bufio buffers per connection that a
+// hijack never returns to their pools (half of all bytes allocated), the
+// request and header maps, the background read and its goroutine, the mux.
+// wsListener sits between the TCP listener and net/http: it reads the
+// request head of every new connection itself, with one pooled buffer,
+// and a plain, well-formed `GET /v1/ws` upgrade goes straight to nbio's
+// upgrader (with a request of the five headers it reads); anything else
+// (other paths, a malformed or unusual upgrade, a head over 4 KiB, bytes
+// after the head, a draining hub) goes to net/http with the bytes read
+// replayed, and is answered there as before.
+
+// wsHeadMax bounds the request head read before net/http takes over.
+const wsHeadMax = 4 << 10
+
+var headBufs = sync.Pool{New: func() any { return new([wsHeadMax]byte) }}
+
+// wsListener is the listener net/http serves. Its methods are safe for
+// concurrent use.
+type wsListener struct {
+	net.Listener // the TCP listener: Addr; Close stops the accept loop
+	h            *Hub
+	early        *wsEarly
+	up           *nbws.Upgrader
+	conns        chan net.Conn // handed to net/http
+	done         chan struct{} // closed when the accept loop ends
+	err          error         // why it ended; set before done closes
+}
+
+// newWSListener starts accepting from ln.
+func (h *Hub) newWSListener(ln net.Listener, up *nbws.Upgrader, early *wsEarly) *wsListener {
+	l := &wsListener{Listener: ln, h: h, early: early, up: up, conns: make(chan net.Conn), done: make(chan struct{})}
+	go l.acceptLoop()
+	return l
+}
+
+// Accept returns the next connection for net/http.
+func (l *wsListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, l.err
+	}
+}
+
+func (l *wsListener) acceptLoop() {
+	var backoff time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				l.err = err
+				close(l.done)
+				return
+			}
+			// Out of descriptors, or another passing error: wait and
+			// retry, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		go l.serve(c)
+	}
+}
+
+// serve reads c's request head and upgrades it, or hands it to net/http.
+func (l *wsListener) serve(c net.Conn) {
+	buf := headBufs.Get().(*[wsHeadMax]byte)
+	defer headBufs.Put(buf)
+	_ = c.SetReadDeadline(time.Now().Add(l.h.sess.HandshakeTimeout))
+	n := 0
+	end := -1
+	for end < 0 && n < len(buf) {
+		m, err := c.Read(buf[n:])
+		if m > 0 {
+			// The head ends with an empty line; look where it can end.
+			from := max(n-3, 0)
+			n += m
+			if i := bytes.Index(buf[from:n], []byte("\r\n\r\n")); i >= 0 {
+				end = from + i + 4
+			}
+		}
+		if err != nil && end < 0 { // the handshake timeout, or the client left
+			_ = c.Close()
+			return
+		}
+	}
+	if end == n && !l.h.draining.Load() {
+		if r, ok := wsRequest(buf[:end]); ok {
+			_ = c.SetReadDeadline(time.Time{})
+			w := &hijackWriter{c: c}
+			if _, err := l.up.UpgradeAndTransferConnToPoller(w, r, nil); err != nil && !w.hijacked {
+				_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
+				_ = c.Close()
+			}
+			return
+		}
+	}
+	l.handOver(c, buf[:n])
+}
+
+// handOver gives c to net/http, which reads pre first.
+func (l *wsListener) handOver(c net.Conn, pre []byte) {
+	_ = c.SetReadDeadline(time.Time{})
+	rc := &replayConn{Conn: c, pre: bytes.Clone(pre)}
+	select {
+	case l.conns <- rc:
+	case <-l.done:
+		_ = c.Close()
+	}
+}
+
+// wsRequest parses head, a complete request head, and returns the request
+// for nbio's upgrader when it is a plain WebSocket upgrade of /v1/ws that
+// the upgrader accepts and that offers a subprotocol of the hub's.
+func wsRequest(head []byte) (*http.Request, bool) {
+	s := string(head[:len(head)-4])
+	line, rest, _ := strings.Cut(s, "\r\n")
+	target, ok := strings.CutPrefix(line, "GET ")
+	if !ok {
+		return nil, false
+	}
+	target, proto, ok := strings.Cut(target, " ")
+	if !ok || proto != "HTTP/1.1" {
+		return nil, false
+	}
+	if path, _, _ := strings.Cut(target, "?"); path != "/v1/ws" {
+		return nil, false
+	}
+	hdr := make(http.Header, 5)
+	var upgrade, connection, version, key bool
+	for rest != "" {
+		var f string
+		f, rest, _ = strings.Cut(rest, "\r\n")
+		name, value, ok := strings.Cut(f, ":")
+		if !ok || name == "" || strings.TrimSpace(name) != name {
+			return nil, false // obs-fold, a space before the colon: net/http judges
+		}
+		value = strings.TrimSpace(value)
+		switch {
+		case strings.EqualFold(name, "Upgrade"):
+			upgrade = upgrade || hasToken(value, "websocket")
+		case strings.EqualFold(name, "Connection"):
+			connection = connection || hasToken(value, "upgrade")
+		case strings.EqualFold(name, "Sec-WebSocket-Version"):
+			if version || value != "13" {
+				return nil, false
+			}
+			version = true
+		case strings.EqualFold(name, "Sec-WebSocket-Key"):
+			if key || value == "" {
+				return nil, false
+			}
+			key = true
+			hdr["Sec-Websocket-Key"] = []string{value}
+		case strings.EqualFold(name, "Sec-WebSocket-Protocol"):
+			hdr["Sec-Websocket-Protocol"] = append(hdr["Sec-Websocket-Protocol"], value)
+		}
+	}
+	if !upgrade || !connection || !version || !key || !offersSubprotocol(hdr["Sec-Websocket-Protocol"]) {
+		return nil, false
+	}
+	hdr["Upgrade"] = []string{"websocket"}
+	hdr["Connection"] = []string{"Upgrade"}
+	hdr["Sec-Websocket-Version"] = []string{"13"}
+	return &http.Request{Method: http.MethodGet, Header: hdr, Proto: proto, ProtoMajor: 1, ProtoMinor: 1, RequestURI: target}, true
+}
+
+// hasToken reports whether the comma-separated list v holds token (ASCII
+// case-insensitive).
+func hasToken(v, token string) bool {
+	for v != "" {
+		var t string
+		t, v, _ = strings.Cut(v, ",")
+		if strings.EqualFold(strings.TrimSpace(t), token) {
+			return true
+		}
+	}
+	return false
+}
+
+// offersSubprotocol reports whether the Sec-WebSocket-Protocol values
+// offer one of the hub's subprotocols.
+func offersSubprotocol(values []string) bool {
+	for _, v := range values {
+		for _, p := range wire.Subprotocols() {
+			if hasToken(v, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hijackWriter is the response writer nbio's upgrader gets on the fast
+// path: it hijacks to the connection; nothing is written through it (the
+// request was checked, and after the hijack nbio answers on the
+// connection itself).
+type hijackWriter struct {
+	c        net.Conn
+	h        http.Header
+	hijacked bool
+}
+
+func (w *hijackWriter) Header() http.Header {
+	if w.h == nil {
+		w.h = make(http.Header)
+	}
+	return w.h
+}
+func (w *hijackWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *hijackWriter) WriteHeader(int)             {}
+func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.hijacked = true
+	return w.c, nil, nil
+}
+
+// replayConn is a connection whose first bytes were read already.
+type replayConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(p, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite half-closes the TCP connection (net/http uses it to let the
+// client read an error answer before the close).
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package hub
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+const wsHead = "GET /v1/ws HTTP/1.1\r\nHost: corral\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+	"Sec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n\r\n"
+
+func TestWSRequestFastPath(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		head string
+		fast bool
+	}{
+		{name: "a plain upgrade", head: wsHead, fast: true},
+		{name: "header names in any case, token lists, a query", fast: true,
+			head: "GET /v1/ws?x=1 HTTP/1.1\r\nupgrade: WebSocket\r\nconnection: keep-alive, Upgrade\r\nsec-websocket-key: a2V5\r\nSEC-WEBSOCKET-VERSION: 13\r\nSec-WebSocket-Protocol: other, " + wire.SubprotocolJSON + "\r\n\r\n"},
+		{name: "another path", head: strings.Replace(wsHead, "/v1/ws", "/v1/wsx", 1)},
+		{name: "another method", head: strings.Replace(wsHead, "GET", "POST", 1)},
+		{name: "HTTP/1.0", head: strings.Replace(wsHead, "HTTP/1.1", "HTTP/1.0", 1)},
+		{name: "no Upgrade", head: strings.Replace(wsHead, "Upgrade: websocket\r\n", "", 1)},
+		{name: "no Connection upgrade", head: strings.Replace(wsHead, "Connection: Upgrade", "Connection: keep-alive", 1)},
+		{name: "version 12", head: strings.Replace(wsHead, "Version: 13", "Version: 12", 1)},
+		{name: "two versions", head: strings.Replace(wsHead, "Version: 13\r\n", "Version: 13\r\nSec-WebSocket-Version: 13\r\n", 1)},
+		{name: "no key", head: strings.Replace(wsHead, "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", "", 1)},
+		{name: "no subprotocol of the hub", head: strings.Replace(wsHead, wire.SubprotocolProto, "mqtt", 1)},
+		{name: "a folded header line", head: strings.Replace(wsHead, "Host: corral\r\n", "Host: corral\r\n  folded\r\n", 1)},
+		{name: "a space before the colon", head: strings.Replace(wsHead, "Host: corral", "Host : corral", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ok := wsRequest([]byte(tc.head))
+			if ok != tc.fast {
+				t.Fatalf("fast path %v, want %v", ok, tc.fast)
+			}
+			if ok && (r.Method != http.MethodGet || r.Header.Get("Sec-Websocket-Key") == "" || len(r.Header["Sec-Websocket-Protocol"]) == 0) {
+				t.Fatalf("request for the upgrader: %+v", r)
+			}
+		})
+	}
+}
+
+// TestWSListenerPaths drives the listener in front of net/http: upgrades
+// whose head arrives a byte at a time, an upgrade net/http answers (no
+// subprotocol of the hub: 1002 as before), the HTTP API behind it, and a
+// connection that never finishes its head (closed at the handshake
+// timeout).
+func TestWSListenerPaths(t *testing.T) {
+	th := startHub(t, func(cfg *Config, _ *Options) { cfg.Session.HandshakeTimeout = time.Second })
+	tok := token(t, tokenOpts{})
+	dial := func(t *testing.T) net.Conn {
+		c, err := net.Dial("tcp", th.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		return c
+	}
+	t.Run("a head written a byte at a time upgrades and the session works", func(t *testing.T) {
+		c := dial(t)
+		for i := range len(wsHead) {
+			if _, err := c.Write([]byte{wsHead[i]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := bufio.NewReader(c)
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Protocol") != wire.SubprotocolProto {
+			t.Fatalf("handshake: %v %+v", err, resp)
+		}
+		w := &rawTCPWS{c: c, r: r}
+		if _, err := c.Write(clientFrame(2, true, true, helloFrame(t, tok))); err != nil {
+			t.Fatal(err)
+		}
+		op, p := w.next(t)
+		codec, _ := wire.NewCodec(wire.FormatProto, wire.Config{})
+		var f corralv1.ServerFrame
+		if op != 2 || codec.DecodeServerFrame(p, &f) != nil || f.GetWelcome() == nil {
+			t.Fatalf("after hello: opcode %d %q", op, p)
+		}
+	})
+	t.Run("an upgrade without the hub's subprotocol is answered by net/http and nbio as before", func(t *testing.T) {
+		w := dialTCPWSProto(t, th, "mqtt")
+		if code, _ := w.closeCode(t); code != wire.CloseProtocolError {
+			t.Fatalf("closed with %v, want 1002", code)
+		}
+	})
+	t.Run("the HTTP API is served behind it", func(t *testing.T) {
+		httpPublish(t, th, "acme", "news", "p1", "x")
+	})
+	t.Run("a head never finished is cut at the handshake timeout", func(t *testing.T) {
+		c := dial(t)
+		if _, err := io.WriteString(c, "GET /v1/ws HTTP/1.1\r\nHost: "); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadAll(c); err != nil { // EOF: closed by the hub
+			t.Fatalf("read: %v", err)
+		}
+	})
+}
+
+// TestWSUpgradeAllocations bounds the bytes the hub allocates per session
+// set-up (upgrade, Hello, Welcome). Through net/http every upgrade left
+// two 4 KiB bufio buffers behind (a hijack never returns them to their
+// pools): about 16 KiB a session with the test client, against about
+// 8 KiB on the listener's own path.
+func TestWSUpgradeAllocations(t *testing.T) {
+	th := startHub(t, nil)
+	tok := token(t, tokenOpts{})
+	hello := clientFrame(2, true, true, helloFrame(t, tok))
+	const n = 300
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	buf := make([]byte, 4096)
+	setup := func() {
+		c, err := net.Dial("tcp", th.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.WriteString(c, wsHead); err != nil {
+			t.Fatal(err)
+		}
+		// The 101 and, after the Hello, the Welcome: read until each ends.
+		got := 0
+		for !strings.Contains(string(buf[:got]), "\r\n\r\n") {
+			m, err := c.Read(buf[got:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += m
+		}
+		if _, err := c.Write(hello); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadAtLeast(c, buf, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 20 { // warm the pools and the hub's first allocations
+		setup()
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	for range n {
+		setup()
+	}
+	runtime.ReadMemStats(&m1)
+	per := (m1.TotalAlloc - m0.TotalAlloc) / n
+	t.Logf("%d bytes allocated per session set-up (hub and test client)", per)
+	if per > 12<<10 {
+		t.Fatalf("%d bytes allocated per session set-up, want at most 12 KiB", per)
+	}
+}
