@@ -175,3 +175,26 @@ func TestCloseOf(t *testing.T) {
 		t.Error("Retryable")
 	}
 }
+
+// TestCloseFromStatusSizeLimit: grpc-go refuses an oversize message itself
+// with a bare ResourceExhausted; it reads as 1009, and any other bare
+// ResourceExhausted as 4002.
+func TestCloseFromStatusSizeLimit(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want CloseCode
+	}{
+		{"received above the limit", status.Error(codes.ResourceExhausted, "grpc: received message larger than max (70000 vs. 65536)"), CloseTooBig},
+		{"sent above the limit", status.Error(codes.ResourceExhausted, "trying to send message larger than max (70000 vs. 65536)"), CloseTooBig},
+		{"other bare ResourceExhausted", status.Error(codes.ResourceExhausted, "quota"), CloseRateLimited},
+		{"corral's own 4002", Close{Code: CloseRateLimited, Text: "grpc: received message larger than max"}.Status().Err(), CloseRateLimited},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CloseFromStatus(tc.err).Code; got != tc.want {
+				t.Fatalf("CloseFromStatus = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

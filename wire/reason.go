@@ -131,6 +131,12 @@ func (c Close) Status() *status.Status {
 // if the status carries corral's ErrorInfo, else CloseCodeFromGRPC of its
 // code; the retry hint from RetryInfo; the message as text. A nil error is a
 // normal close; an error that is not a gRPC status is CloseInternal.
+//
+// One bare status is read by its message: grpc-go refuses a message above
+// a side's size limit itself, before the handler sees it, with a
+// ResourceExhausted that carries no ErrorInfo ("grpc: received message
+// larger than max (N vs. M)"); that reads as CloseTooBig, not as the
+// CloseRateLimited of a bare ResourceExhausted.
 func CloseFromStatus(err error) Close {
 	if err == nil {
 		return Close{Code: CloseNormal}
@@ -143,6 +149,9 @@ func CloseFromStatus(err error) Close {
 	c := Close{Code: CloseCodeFromGRPC(st.Code()), Text: st.Message()}
 	if st.Code() == codes.OK {
 		return Close{Code: CloseNormal}
+	}
+	if st.Code() == codes.ResourceExhausted && grpcSizeLimit(st.Message()) {
+		c.Code = CloseTooBig
 	}
 	for _, d := range st.Details() {
 		switch d := d.(type) {
@@ -161,6 +170,16 @@ func CloseFromStatus(err error) Close {
 		}
 	}
 	return c
+}
+
+// grpcSizeLimit reports whether msg is grpc-go's own text for a message
+// over a size limit (received, after decompression, or sent).
+func grpcSizeLimit(msg string) bool {
+	return strings.HasPrefix(msg, "grpc: received message larger than max") ||
+		strings.HasPrefix(msg, "grpc: message after decompression larger than max") ||
+		strings.HasPrefix(msg, "grpc: received message after decompression larger than max") ||
+		strings.HasPrefix(msg, "grpc: message too large") ||
+		strings.HasPrefix(msg, "trying to send message larger than max")
 }
 
 // CloseOf returns the Close carried by err: err itself (or one it wraps)
