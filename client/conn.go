@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -60,6 +61,9 @@ func (g *grpcConn) send(f *corralv1.ClientFrame) error { return g.stream.Send(f)
 
 func (g *grpcConn) recv() (*corralv1.ServerFrame, error) {
 	f, err := g.stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return nil, wire.Close{Code: wire.CloseNormal, Text: "stream ended"} // the server ended the stream with OK
+	}
 	if err != nil {
 		return nil, wire.CloseFromStatus(err)
 	}

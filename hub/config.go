@@ -51,6 +51,9 @@ type Config struct {
 	Drain DrainConfig `yaml:"drain"`
 	// Overload turns on admission and staged shedding (package limit).
 	Overload OverloadConfig `yaml:"overload"`
+	// Connections bounds idle, half-open and closing connections on every
+	// listener (connconfig.go).
+	Connections ConnectionConfig `yaml:"connections"`
 }
 
 // AdminConfig is the admin listener's part of the configuration.
@@ -236,6 +239,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Wire.Validate(); err != nil {
 		return config.Field("wire", err)
+	}
+	if err := c.Connections.Validate(); err != nil {
+		return err
 	}
 	s := c.Session
 	for _, d := range []struct {

@@ -214,7 +214,7 @@ type nullTransport struct{}
 func (nullTransport) kind() string                           { return "null" }
 func (nullTransport) writeFrame(*corralv1.ServerFrame) error { return nil }
 func (nullTransport) writeDelivery(*delivery) error          { return nil }
-func (nullTransport) closeWith(wire.Close)                   {}
+func (nullTransport) closeWith(wire.Close, time.Duration)    {}
 
 func TestFrameRateCloses(t *testing.T) {
 	th := startHub(t, func(c *Config, _ *Options) { c.Session.FrameRate, c.Session.FrameBurst = 5, 5 })

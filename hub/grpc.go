@@ -6,9 +6,12 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -23,9 +26,21 @@ type grpcService struct {
 }
 
 func (h *Hub) newGRPCServer() *grpc.Server {
+	c := h.conns
 	s := grpc.NewServer(
 		grpc.MaxRecvMsgSize(h.codecCheck.Config().MaxFrameBytes),
 		grpc.MaxSendMsgSize(h.codecCheck.Config().MaxFrameBytes),
+		// Every connection is bounded: a silent TCP connection by the
+		// handshake timeout, one with no stream (a bare HTTP/2 preface
+		// included) by MaxConnectionIdle, a vanished peer by the
+		// keepalive pings, a client pinging too often by the policy.
+		grpc.ConnectionTimeout(c.GRPCHandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: c.GRPCMaxConnectionIdle,
+			Time:              c.GRPCKeepaliveTime,
+			Timeout:           c.GRPCKeepaliveTimeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.GRPCMinPingInterval}),
 	)
 	corralv1.RegisterCorralServer(s, &grpcService{h: h})
 	h.registerGRPCOps(s)
@@ -38,15 +53,52 @@ type grpcTransport struct {
 	once   sync.Once
 	done   chan struct{}
 	final  wire.Close // written before done is closed
+
+	// A Send blocks while the peer does not read (flow control). The
+	// watchdog closes the session with 4000 when one has been blocked for
+	// the write timeout (then abort unblocks it); sendStart is the unix ns
+	// the current Send began, 0 between sends.
+	s         atomic.Pointer[session]
+	timeout   time.Duration
+	sendStart atomic.Int64
+	watchdog  *time.Timer // made by the first Send; writer goroutine only
 }
 
 func (t *grpcTransport) kind() string { return "grpc" }
 
-func (t *grpcTransport) writeFrame(f *corralv1.ServerFrame) error { return t.stream.Send(f) }
+func (t *grpcTransport) writeFrame(f *corralv1.ServerFrame) error { return t.send(f) }
 
-func (t *grpcTransport) writeDelivery(d *delivery) error { return t.stream.Send(d.frame) }
+func (t *grpcTransport) writeDelivery(d *delivery) error { return t.send(d.frame) }
 
-func (t *grpcTransport) closeWith(c wire.Close) {
+func (t *grpcTransport) send(f *corralv1.ServerFrame) error {
+	t.sendStart.Store(time.Now().UnixNano())
+	if t.watchdog == nil {
+		t.watchdog = time.AfterFunc(t.timeout, t.stalled)
+	} else {
+		t.watchdog.Reset(t.timeout)
+	}
+	err := t.stream.Send(f)
+	t.sendStart.Store(0)
+	t.watchdog.Stop()
+	return err
+}
+
+// stalled runs when the watchdog fires: if a Send is still blocked after
+// the write timeout, the peer reads nothing.
+func (t *grpcTransport) stalled() {
+	st := t.sendStart.Load()
+	if st == 0 || time.Since(time.Unix(0, st)) < t.timeout {
+		return // the Send finished (or a new one began) meanwhile
+	}
+	if s := t.s.Load(); s != nil {
+		s.close(wire.Close{Code: wire.CloseSlowConsumer, Text: "the peer does not read"}, true)
+	}
+}
+
+// blocksWrites marks grpcTransport as a blockingWriter.
+func (t *grpcTransport) blocksWrites() {}
+
+func (t *grpcTransport) closeWith(c wire.Close, _ time.Duration) {
 	t.once.Do(func() {
 		t.final = c
 		close(t.done)
@@ -55,7 +107,7 @@ func (t *grpcTransport) closeWith(c wire.Close) {
 
 // abort ends the stream now: the handler returns, which cancels the
 // stream's context and unblocks a Send stuck on flow control.
-func (t *grpcTransport) abort(c wire.Close) { t.closeWith(c) }
+func (t *grpcTransport) abort(c wire.Close) { t.closeWith(c, 0) }
 
 // Connect is one session over gRPC. The handler's goroutine waits for the
 // session to end and returns its close as the stream status; a second
@@ -65,8 +117,9 @@ func (g *grpcService) Connect(stream corralv1.Corral_ConnectServer) error {
 	if h.draining.Load() {
 		return h.goAwayClose("hub draining").Status().Err()
 	}
-	t := &grpcTransport{stream: stream, done: make(chan struct{})}
+	t := &grpcTransport{stream: stream, done: make(chan struct{}), timeout: h.sess.WriteTimeout}
 	s := h.newSession(t)
+	t.s.Store(s)
 	ctx := stream.Context()
 	go func() {
 		for {

@@ -65,6 +65,7 @@ type Hub struct {
 	histCfg    history.Config
 	ingestCfg  IngestConfig
 	drainCfg   DrainConfig
+	conns      ConnectionConfig
 	opts       Options
 	log        *slog.Logger
 	now        func() time.Time
@@ -134,6 +135,7 @@ func New(cfg Config, opts Options) (*Hub, error) {
 		sessions: make(map[*session]struct{}), dedupe: make(map[string]dedupeEntry),
 		overload: opts.Overload, health: newHealthServer(),
 	}
+	h.conns = cfg.Connections.withDefaults(h.sess.HandshakeTimeout)
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -252,7 +254,13 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	h.mu.Lock()
 	h.httpLn, h.grpcLn = httpLn, grpcLn
 	h.wsEngine = engine
-	h.httpSrv = &http.Server{Handler: h.httpMux(h.serveWS(up)), ReadHeaderTimeout: h.sess.HandshakeTimeout}
+	h.httpSrv = &http.Server{
+		Handler:           h.httpMux(h.serveWS(up)),
+		ReadHeaderTimeout: h.conns.HTTPReadHeaderTimeout,
+		ReadTimeout:       h.conns.HTTPReadTimeout,
+		WriteTimeout:      h.conns.HTTPWriteTimeout,
+		IdleTimeout:       h.conns.HTTPIdleTimeout,
+	}
 	if grpcLn != nil {
 		h.grpcSrv = h.newGRPCServer()
 	}

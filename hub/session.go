@@ -23,9 +23,15 @@ type transport interface {
 	writeFrame(f *corralv1.ServerFrame) error
 	writeDelivery(d *delivery) error
 	// closeWith ends the connection with c (a WebSocket close frame, or
-	// the gRPC status of the stream).
-	closeWith(c wire.Close)
+	// the gRPC status of the stream), completing the closing handshake:
+	// a WebSocket transport waits up to linger, once the peer has the
+	// close frame, for the peer's own (see ConnectionConfig.CloseTimeout).
+	closeWith(c wire.Close, linger time.Duration)
 }
+
+// errStalled is the write error of a transport whose peer has read
+// nothing for the write timeout.
+var errStalled = errors.New("hub: write timeout: the peer does not read")
 
 // subscription is one channel of a session. The session's mutex guards it.
 // It is on every idle subscription: 64 bytes.
@@ -122,6 +128,13 @@ type session struct {
 // size class of the Go allocator) or less. Fields are ordered to leave no
 // padding.
 const _ = -uint(unsafe.Sizeof(session{}) / 177) // fails to compile above 176 bytes
+
+// isClosing reports whether the session is closing.
+func (s *session) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
 
 // closeReason returns why the session closes (the zero Close before it
 // does); s.mu is held.
@@ -237,6 +250,9 @@ func (s *session) tick(now time.Time) {
 // handle processes one decoded client frame. It runs on the transport's
 // read goroutine, so frames of a session are handled in order.
 func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
+	if s.isClosing() {
+		return // frames that cross the close (during the closing handshake) are dropped
+	}
 	now := s.h.now()
 	s.lastRecv.Store(now.UnixNano())
 	s.lim.refill(now, s.h.sess)
@@ -651,7 +667,7 @@ func (s *session) writeLoop() {
 			}
 			s.mu.Unlock()
 			if closing {
-				s.tr.closeWith(c)
+				s.tr.closeWith(c, s.h.conns.CloseTimeout)
 				s.teardown(c)
 			}
 			return
@@ -664,8 +680,17 @@ func (s *session) writeLoop() {
 			err = s.tr.writeFrame(it.frame)
 		}
 		if err != nil {
-			c := wire.Close{Code: wire.CloseGoingAway, Text: "write failed"}
 			s.mu.Lock()
+			if !s.closing && errors.Is(err, errStalled) {
+				// The peer reads nothing: a slow consumer, whatever the
+				// priority of what waits. The Error frame and the close
+				// frame go out behind what the kernel holds, for a peer
+				// that reads again within the write timeout.
+				s.closeLocked(wire.Close{Code: wire.CloseSlowConsumer, Text: "the peer does not read"}, true)
+				s.mu.Unlock()
+				continue
+			}
+			c := wire.Close{Code: wire.CloseGoingAway, Text: "write failed"}
 			if s.closing {
 				c = s.closeReason() // the write failed because the close cut it
 			}
@@ -674,7 +699,13 @@ func (s *session) writeLoop() {
 			s.q.clear()
 			s.wakeWaiters()
 			s.mu.Unlock()
-			s.tr.closeWith(c)
+			// No closing handshake with a connection that failed or a
+			// peer that stalled again: cut it.
+			if a, ok := s.tr.(aborter); ok {
+				a.abort(c)
+			} else {
+				s.tr.closeWith(c, 0)
+			}
 			s.teardown(c)
 			return
 		}
@@ -697,7 +728,7 @@ func (s *session) closeLocked(c wire.Close, notify bool) {
 	s.closing, s.closeMsg = true, &c
 	s.q.clear()
 	s.wakeWaiters()
-	if s.writing {
+	if _, ok := s.tr.(blockingWriter); ok && s.writing {
 		// The writer may be stuck in a write to a peer that does not
 		// read: give it a moment to deliver the close, then cut.
 		time.AfterFunc(min(time.Second, s.h.sess.WriteTimeout), s.abortIfOpen)
@@ -714,6 +745,14 @@ func (s *session) closeLocked(c wire.Close, notify bool) {
 
 // aborter is a transport that can cut its connection at once.
 type aborter interface{ abort(c wire.Close) }
+
+// blockingWriter is a transport whose writes block while the peer does not
+// read (gRPC flow control); only abort unblocks them. A WebSocket write
+// never blocks for longer than the write timeout (wsTransport.room).
+type blockingWriter interface {
+	aborter
+	blocksWrites()
+}
 
 func (s *session) abortIfOpen() {
 	s.mu.Lock()

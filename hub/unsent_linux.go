@@ -9,17 +9,24 @@ import (
 // unsent returns the bytes in the socket's kernel send queue, or 0 when it
 // cannot tell.
 func (t *wsTransport) unsent() int {
+	n, _ := t.sendQueue()
+	return n
+}
+
+// sendQueue returns the bytes in the socket's kernel send queue and the
+// queue's current size (SO_SNDBUF), or 0, 0 when it cannot tell.
+func (t *wsTransport) sendQueue() (unsent, size int) {
 	sc, ok := t.conn.Conn.(syscall.Conn)
 	if !ok {
-		return 0
+		return 0, 0
 	}
 	raw, _ := sc.SyscallConn() // not kept: this is the slow path, and idle sessions stay small
 	if raw == nil {
-		return 0
+		return 0, 0
 	}
-	n := 0
 	_ = raw.Control(func(fd uintptr) {
-		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+		unsent, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+		size, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
 	})
-	return n
+	return unsent, size
 }

@@ -6,3 +6,6 @@ package hub
 // the peer has not taken (SIOCOUTQ). Elsewhere room never waits, and a peer
 // that stops reading is found by the connection's write timeout alone.
 func (t *wsTransport) unsent() int { return 0 }
+
+// sendQueue returns 0, 0: see unsent.
+func (t *wsTransport) sendQueue() (unsent, size int) { return 0, 0 }

@@ -67,6 +67,20 @@ func msTimeout(d time.Duration) int32 {
 	return int32(min(max(d.Milliseconds(), 1), math.MaxInt32))
 }
 
+// full reports whether the kernel holds enough unsent bytes that the next
+// write would end in nbio's own (unbounded) buffer: above sendQueueLimit,
+// or above half the socket's send buffer when that is smaller (a send
+// buffer of 208 KiB, Linux's default, never holds 256 KiB: without this
+// bound a peer that reads nothing would make nbio buffer without end).
+func (t *wsTransport) full() bool {
+	n, size := t.sendQueue()
+	limit := sendQueueLimit
+	if size > 0 {
+		limit = min(limit, size/2)
+	}
+	return n > limit
+}
+
 // room waits until the kernel takes more, or the write timeout passes.
 func (t *wsTransport) room(size int) error {
 	t.since += int32(size)
@@ -75,9 +89,9 @@ func (t *wsTransport) room(size int) error {
 	}
 	t.since = 0
 	deadline := time.Now().Add(time.Duration(t.timeoutMS) * time.Millisecond)
-	for d := time.Millisecond; t.unsent() > sendQueueLimit; d = min(2*d, 20*time.Millisecond) {
+	for d := time.Millisecond; t.full(); d = min(2*d, 20*time.Millisecond) {
 		if time.Now().After(deadline) {
-			return errors.New("hub: write timeout: the peer does not read")
+			return errStalled
 		}
 		time.Sleep(d)
 	}
@@ -106,9 +120,54 @@ func (t *wsTransport) writeDelivery(d *delivery) error {
 	return t.conn.WriteMessage(t.mt(), b)
 }
 
-func (t *wsTransport) closeWith(c wire.Close) {
+// closeWith sends the close frame and completes the closing handshake
+// (RFC 6455 section 7.1.1: the server closes TCP after the close frames
+// crossed), so that a peer still sending gets the close frame and not a
+// reset: it waits until the peer's close frame ended the connection (nbio
+// closes it on receipt), or, once the kernel has delivered every byte, for
+// linger; while bytes are still on their way it waits as long as the peer
+// reads, and gives up after the write timeout without progress.
+func (t *wsTransport) closeWith(c wire.Close, linger time.Duration) {
 	_ = t.conn.WriteClose(int(c.Code), c.Reason())
+	if linger > 0 {
+		t.linger(linger)
+	}
 	_ = t.conn.Close()
+}
+
+func (t *wsTransport) linger(linger time.Duration) {
+	closed, ok := t.conn.Conn.(interface{ IsClosed() (bool, error) })
+	if !ok {
+		return
+	}
+	stall := time.Duration(t.timeoutMS) * time.Millisecond
+	progress, delivered := time.Now(), time.Time{}
+	last := -1
+	for d := 200 * time.Microsecond; ; d = min(2*d, 20*time.Millisecond) {
+		if c, _ := closed.IsClosed(); c {
+			return
+		}
+		now := time.Now()
+		switch n := t.unsent(); {
+		case n == 0:
+			if delivered.IsZero() {
+				delivered = now
+			}
+			if now.Sub(delivered) >= linger {
+				return
+			}
+		default:
+			delivered = time.Time{}
+			if last < 0 || n < last {
+				progress = now
+			}
+			if now.Sub(progress) >= stall {
+				return
+			}
+			last = n
+		}
+		time.Sleep(d)
+	}
 }
 
 // abort cuts the TCP connection without a close frame.
@@ -137,6 +196,17 @@ func (h *Hub) newWSEngine() (*nbhttp.Engine, *nbws.Upgrader, *wsEarly) {
 	engine.OnData(func(c *nbio.Conn, data []byte) { h.wsData(early, c, data) })
 	up.OnOpen(func(c *nbws.Conn) { h.wsOpen(early, c) })
 	up.OnMessage(func(c *nbws.Conn, mt nbws.MessageType, data []byte) { h.wsMessage(early, c, mt, data) })
+	up.SetCloseHandler(func(c *nbws.Conn, code int, text string) {
+		if s, ok := c.SessionWithLock().(*session); ok && s.isClosing() {
+			return // the peer answers our close frame: the handshake is complete
+		}
+		// The peer closes first: echo its code, as nbio's default does.
+		if code == 1005 {
+			_ = c.WriteMessage(nbws.CloseMessage, nil)
+			return
+		}
+		_ = c.WriteClose(code, text)
+	})
 	up.OnClose(func(c *nbws.Conn, err error) {
 		early.forget(c)
 		h.wsClosed(c, err)

@@ -7,6 +7,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,10 +29,22 @@ type Config struct {
 	// Addr is the host:port to listen on. Empty turns the listener off;
 	// port 0 picks a free port (read it back with Server.Addr).
 	Addr string `yaml:"addr"`
+	// The listener's connection bounds (net/http's); zero takes the
+	// default. ReadHeaderTimeout (5s) bounds a request header,
+	// ReadTimeout (30s) a whole request, WriteTimeout (2m: above the 30 s
+	// of a default /debug/pprof/profile) a response, IdleTimeout (60s) a
+	// keep-alive connection waiting for its next request.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	WriteTimeout      time.Duration `yaml:"write_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 }
 
-// Validate checks the address form.
+// Validate checks the address form and that no bound is negative.
 func (c Config) Validate() error {
+	if c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
+		return errors.New("admin: timeouts must not be negative")
+	}
 	if c.Addr == "" {
 		return nil
 	}
@@ -106,7 +119,13 @@ func New(cfg Config, opts Options) *Server {
 	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	s.http = &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	s.http = &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, 5*time.Second),
+		ReadTimeout:       cmp.Or(cfg.ReadTimeout, 30*time.Second),
+		WriteTimeout:      cmp.Or(cfg.WriteTimeout, 2*time.Minute),
+		IdleTimeout:       cmp.Or(cfg.IdleTimeout, 60*time.Second),
+	}
 	return s
 }
 

@@ -1,13 +1,16 @@
 package admin
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -96,5 +99,36 @@ func TestAdminBadAddr(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:99999"}, Options{})
 	if err := s.Run(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "admin: ") {
 		t.Errorf("Run on a bad port: %v", err)
+	}
+}
+
+// TestIdleConnectionsAreClosed: a keep-alive connection after a request,
+// and one that sent a few bytes of the next, are closed after IdleTimeout.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	s := New(Config{Addr: "127.0.0.1:0", IdleTimeout: 200 * time.Millisecond, ReadHeaderTimeout: 200 * time.Millisecond}, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Run(ctx) }()
+	<-s.Started()
+	for _, next := range []string{"", "GET"} {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n")
+		r := bufio.NewReader(c)
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		_, _ = io.WriteString(c, next)
+		_ = c.SetReadDeadline(time.Now().Add(8 * time.Second)) // far above the bound
+		_, err = r.ReadByte()
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("keep-alive connection (then %q) still open after 8s", next)
+		}
 	}
 }
