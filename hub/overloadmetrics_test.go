@@ -52,8 +52,8 @@ corral_hub_overload_stage 0
 	}
 	tok.Success()
 	for name, n := range map[string]int{
-		"corral_hub_handshake_duration_seconds":     1,
-		"corral_hub_publish_duration_seconds":       3,
+		"corral_hub_handshake_duration_seconds":      1,
+		"corral_hub_publish_duration_seconds":        3,
 		"corral_hub_publish_priority_rejected_total": 3,
 		"corral_hub_overload_admitted_total":         3,
 		"corral_hub_overload_severed_total":          3,
