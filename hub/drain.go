@@ -41,6 +41,9 @@ func drainPlan(n int, cfg DrainConfig) (pace float64, sendBy time.Duration, rais
 	if n <= 1 {
 		return pace, sendBy, false
 	}
+	if sendBy <= 0 { // a deadline of nanoseconds: all at once
+		return math.Max(pace, float64(n)*1e3), 0, true
+	}
 	// The first GoAway goes out at once, the other n-1 at the pace.
 	if need := float64(n-1) / sendBy.Seconds(); need > pace {
 		return need, sendBy, true

@@ -30,6 +30,7 @@ func TestDrainPlan(t *testing.T) {
 		{name: "exactly at the rate", n: 27_001, cfg: cfg, wantPace: 1000},
 		{name: "40,000 sessions at the defaults", n: 40_000, cfg: cfg, wantPace: 39_999 / 27.0, raised: true},
 		{name: "a short deadline", n: 300, cfg: DrainConfig{Rate: 10, Deadline: 2 * time.Second}.withDefaults(), wantPace: 299 / 1.8, raised: true},
+		{name: "a deadline of a nanosecond: all at once", n: 300, cfg: DrainConfig{Rate: 10, Deadline: 1}.withDefaults(), wantPace: 300_000, raised: true},
 		{name: "one session", n: 1, cfg: DrainConfig{Rate: 1, Deadline: time.Millisecond}.withDefaults(), wantPace: 1},
 	}
 	for _, tc := range tests {
