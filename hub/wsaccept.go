@@ -87,7 +87,7 @@ func (l *wsListener) acceptLoop() {
 func (l *wsListener) serve(c net.Conn) {
 	buf := headBufs.Get().(*[wsHeadMax]byte)
 	defer headBufs.Put(buf)
-	_ = c.SetReadDeadline(time.Now().Add(l.h.sess.HandshakeTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(l.h.conns.HTTPReadHeaderTimeout))
 	n := 0
 	end := -1
 	for end < 0 && n < len(buf) {
