@@ -42,6 +42,17 @@ func TestThreeHubsOnANATSCluster(t *testing.T) {
 	a, b, c := hubs[0], hubs[1], hubs[2]
 	ctx := context.Background()
 
+	// history.replicas is not set: on a cluster the history is replicated.
+	for _, name := range []string{"CORRAL_HISTORY", "CORRAL_HISTORY_META"} {
+		s, err := a.js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.CachedInfo().Config.Replicas; r != 3 {
+			t.Errorf("stream %s has %d replicas on a three-node cluster, want 3", name, r)
+		}
+	}
+
 	// A message published on A reaches a subscriber on C.
 	onC := dialClient(t, client.Config{Addrs: []string{c.wsAddr()}})
 	if _, err := onC.Subscribe(ctx, "hello"); err != nil {

@@ -92,7 +92,11 @@ type Hub struct {
 	done     chan struct{} // closed when Shutdown has finished draining
 	draining atomic.Bool
 	ready    atomic.Bool
-	stopOnce sync.Once
+	// historyDown holds why the history cannot be read or written (the
+	// last failed open or probe), nil while it can.
+	historyDown atomic.Pointer[string]
+	replicas    atomic.Int64 // of the history streams, as the hub opened or scaled them
+	stopOnce    sync.Once
 
 	mu        sync.Mutex
 	sessions  map[*session]struct{}
@@ -178,9 +182,10 @@ func New(cfg Config, opts Options) (*Hub, error) {
 	return h, nil
 }
 
-// Run connects to NATS, opens the history and the listeners, and serves
-// until ctx ends or Shutdown is called. It returns the first listener
-// error.
+// Run connects to NATS, opens the history (waiting, with Ready failing, as
+// long as JetStream does not take the streams), then the listeners, and
+// serves until ctx ends or Shutdown is called. It returns the first
+// listener error.
 func (h *Hub) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -212,8 +217,11 @@ func (h *Hub) run(ctx context.Context) (err error) {
 		defer c.Close()
 		h.nc, h.js, h.fileStorage = c.NC, c.JS, c.Persistent()
 	}
-	if err := h.openStores(ctx); err != nil {
+	if err := h.openStoresRetrying(ctx); err != nil {
 		return err
+	}
+	if ctx.Err() != nil {
+		return nil // stopped while waiting for JetStream
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -279,6 +287,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 		})
 	}
 	wg.Go(func() { h.sweep(ctx) })
+	wg.Go(func() { h.probeHistory(ctx, historyProbeInterval) })
 	wg.Go(func() { h.severLoop(ctx, 100*time.Millisecond) })
 	wg.Go(func() { h.tickSessions(ctx) })
 	h.ready.Store(true)
@@ -317,33 +326,6 @@ func addrString(l net.Listener) string {
 		return ""
 	}
 	return l.Addr().String()
-}
-
-func (h *Hub) openStores(ctx context.Context) error {
-	switch h.histCfg.Store {
-	case history.StoreMemory:
-		h.store = history.NewMemory(h.histCfg, history.MemoryOptions{Now: h.now})
-	default:
-		js := history.NewJetStream(h.histCfg, history.JetStreamOptions{JS: h.js, FileStorage: h.fileStorage})
-		if err := js.Open(ctx); err != nil {
-			return err
-		}
-		h.store = js
-	}
-	if len(h.ingestCfg.Prefixes) > 0 {
-		storage := jetstream.MemoryStorage
-		if h.fileStorage {
-			storage = jetstream.FileStorage
-		}
-		if _, err := natsutil.EnsureStream(ctx, h.js, jetstream.StreamConfig{
-			Name: h.ingestCfg.Stream, Description: "corral hub telemetry ingest",
-			Subjects: []string{subjectIngest + ">"}, MaxAge: h.ingestCfg.MaxAge, Storage: storage,
-			Replicas: h.histCfg.Replicas, Duplicates: 2 * time.Minute,
-		}); err != nil {
-			return fmt.Errorf("hub: ingest stream: %w", err)
-		}
-	}
-	return nil
 }
 
 // sweep forgets aged-out history and publish dedupe entries.
@@ -408,13 +390,17 @@ func (h *Hub) GRPCAddr() net.Addr {
 	return h.grpcLn.Addr()
 }
 
-// Started is closed once Run has bound its listeners (or failed).
+// Started is closed once Run has bound its listeners (or failed, or was
+// stopped while it waited for JetStream).
 func (h *Hub) Started() <-chan struct{} { return h.started }
 
 // Ready reports nil when the hub takes sessions, or why not.
 func (h *Hub) Ready() error {
 	if h.draining.Load() {
 		return errors.New("hub: draining")
+	}
+	if why := h.historyDown.Load(); why != nil {
+		return errors.New("hub: history unavailable: " + *why)
 	}
 	if !h.ready.Load() {
 		return errors.New("hub: not started")

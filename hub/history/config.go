@@ -32,7 +32,9 @@ type Config struct {
 	// the window and MaxMessages. When the cap discards a channel's oldest
 	// messages, resumes from before them get a gap.
 	StreamMaxBytes int64 `yaml:"stream_max_bytes"`
-	// Replicas is the JetStream stream's replica count (1, 3 or 5). Default 1.
+	// Replicas is the JetStream stream's replica count (1, 3 or 5). Default
+	// 1; a hub that leaves it 0 on a clustered NATS uses 3, or the cluster's
+	// size if smaller.
 	Replicas int `yaml:"replicas"`
 }
 

@@ -160,6 +160,46 @@ func (j *JetStream) Open(ctx context.Context) error {
 	return nil
 }
 
+// Check reports whether both streams answer now (each is asked for its
+// state): it fails while a stream has no leader, because the NATS nodes
+// holding it are gone or lost their quorum, and history can be neither
+// read nor written. The hub calls it to decide readiness.
+func (j *JetStream) Check(ctx context.Context) error {
+	for _, s := range []jetstream.Stream{j.stream, j.meta} {
+		if s == nil {
+			return errors.New("history: JetStream store not open")
+		}
+		if _, err := s.Info(ctx); err != nil {
+			return fmt.Errorf("history: stream %s: %w", s.CachedInfo().Config.Name, err)
+		}
+	}
+	return nil
+}
+
+// Scale sets the replicas of both streams to n when they have fewer
+// (JetStream copies the data to the new peers), and leaves them otherwise.
+// It is safe to call from several hubs at once.
+func (j *JetStream) Scale(ctx context.Context, n int) error {
+	for _, s := range []jetstream.Stream{j.stream, j.meta} {
+		if s == nil {
+			return errors.New("history: JetStream store not open")
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("history: stream %s: %w", s.CachedInfo().Config.Name, err)
+		}
+		if info.Config.Replicas >= n {
+			continue
+		}
+		cfg := info.Config
+		cfg.Replicas = n
+		if _, err := j.opts.JS.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("history: stream %s to %d replicas: %w", cfg.Name, n, err)
+		}
+	}
+	return nil
+}
+
 func (j *JetStream) subject(channel string) string { return j.opts.Subject + "." + channel }
 
 func (j *JetStream) metaSubject(channel string) string { return j.opts.MetaSubject + "." + channel }
