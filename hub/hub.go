@@ -225,6 +225,10 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Deferred after the Wait, so it runs first: a listener error returns
+	// with the goroutines started so far stopped, not waited for forever.
+	ctx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
 	for _, sh := range h.shards {
 		wg.Go(func() { h.runShard(ctx, sh) })
 	}

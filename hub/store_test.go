@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,32 @@ func TestReadyFollowsHistory(t *testing.T) {
 	var cl2 wire.Close
 	if !errors.As(err, &cl2) {
 		t.Fatalf("publish with the history gone: %v, want a close error", err)
+	}
+}
+
+// TestRunReturnsWhenListenFails: Run returns the listen error (it waited
+// for its own goroutines, which waited for its context, for ever).
+func TestRunReturnsWhenListenFails(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := DefaultConfig()
+	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = taken.Addr().String(), "", ""
+	cfg.History.Store = "memory"
+	h, err := New(cfg, Options{NATS: sharedNATS(t).NC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- h.Run(context.Background()) }()
+	select {
+	case err := <-ran:
+		if err == nil || !strings.Contains(err.Error(), "hub: listen") {
+			t.Fatalf("Run = %v, want the listen error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its listener failed")
 	}
 }
