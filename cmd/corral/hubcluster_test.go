@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,11 +107,13 @@ type clusterHub struct {
 // given.
 func writeHubConfig(t *testing.T, dir string, i int, natsYAML, historyYAML string) *clusterHub {
 	t.Helper()
-	h := &clusterHub{listen: "127.0.0.1:" + freePort(t), admin: "127.0.0.1:" + freePort(t)}
-	body := fmt.Sprintf(`listen: %s
+	h := &clusterHub{}
+	// Port 0 everywhere the test can read the address back from the log:
+	// a port reserved and released first may be taken meanwhile.
+	body := fmt.Sprintf(`listen: 127.0.0.1:0
 grpc_listen: ""
 node_id: hub-%d
-admin: {addr: %s}
+admin: {addr: 127.0.0.1:0}
 nats:
 %s
 history:
@@ -118,7 +121,7 @@ history:
 auth:
   keys: [{id: k, algorithm: HS256, secret: %s}]
   api_keys: [{name: backend, key: %s, tenants: ["*"]}]
-`, h.listen, i, h.admin, natsYAML, historyYAML, clusterSecret, clusterAPIKey)
+`, i, natsYAML, historyYAML, clusterSecret, clusterAPIKey)
 	h.configPath = filepath.Join(dir, fmt.Sprintf("hub-%d.yaml", i))
 	if err := os.WriteFile(h.configPath, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -126,8 +129,31 @@ auth:
 	return h
 }
 
-// ready returns the status and body of the hub's /readyz.
+// logged returns the string value of key in the first JSON log line of
+// the process whose msg is msg, or "".
+func (p *corralProc) logged(msg, key string) string {
+	for _, line := range strings.Split(p.log.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != msg {
+			continue
+		}
+		v, _ := rec[key].(string)
+		return v
+	}
+	return ""
+}
+
+// ready returns the status and body of the hub's /readyz (0 before the
+// admin listener is up), and learns the hub's addresses from its log.
 func (h *clusterHub) ready() (int, string) {
+	if h.admin == "" {
+		if h.admin = h.proc.logged("admin listener up", "addr"); h.admin == "" {
+			return 0, "no admin listener yet"
+		}
+	}
+	if h.listen == "" {
+		h.listen = h.proc.logged("hub up", "listen")
+	}
 	resp, err := http.Get("http://" + h.admin + "/readyz")
 	if err != nil {
 		return 0, err.Error()
@@ -168,7 +194,7 @@ func waitAllReady(t *testing.T, hubs []*clusterHub) (sawReason bool) {
 			if code == http.StatusServiceUnavailable && strings.Contains(body, "history unavailable") {
 				sawReason = true
 			}
-			all = all && code == http.StatusOK
+			all = all && code == http.StatusOK && h.listen != ""
 		}
 		if !all {
 			time.Sleep(50 * time.Millisecond)
