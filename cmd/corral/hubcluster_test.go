@@ -266,6 +266,20 @@ func streamReplicas(t *testing.T, url string) int {
 	return s.CachedInfo().Config.Replicas
 }
 
+// routePorts returns three route addresses and their URLs, on ports the
+// kernel does not hand out meanwhile (natsutil.FreeAddrs).
+func routePorts(t *testing.T) (addrs, urls []string) {
+	t.Helper()
+	addrs, err := natsutil.FreeAddrs(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		urls = append(urls, "nats://"+a)
+	}
+	return addrs, urls
+}
+
 // TestHubsFormEmbeddedNATSCluster starts three hub processes at once, each
 // with an embedded nats-server routed to the two others (nats.cluster): the
 // embedded servers form one JetStream cluster while the hubs wait for it
@@ -277,16 +291,14 @@ func TestHubsFormEmbeddedNATSCluster(t *testing.T) {
 		t.Skip("runs three hub processes")
 	}
 	dir := t.TempDir()
-	var routes []string
-	var routeAddrs []string
-	for range 3 {
-		a := "127.0.0.1:" + freePort(t)
-		routeAddrs = append(routeAddrs, a)
-		routes = append(routes, "nats://"+a)
+	routeAddrs, routes := routePorts(t)
+	clientAddrs, err := natsutil.FreeAddrs(3)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var hubs []*clusterHub
 	for i := range 3 {
-		natsListen := "127.0.0.1:" + freePort(t)
+		natsListen := clientAddrs[i]
 		natsYAML := fmt.Sprintf("  listen: %s\n  server_name: n%d\n  store_dir: %s\n  cluster:\n    name: corral\n    listen: %s\n    routes: [%s]",
 			natsListen, i+1, filepath.Join(dir, fmt.Sprintf("nats-%d", i+1)), routeAddrs[i], strings.Join(routes, ", "))
 		h := writeHubConfig(t, dir, i+1, natsYAML, "  store: jetstream")
@@ -315,12 +327,7 @@ func TestHubsOnAFreshNATSCluster(t *testing.T) {
 		t.Skip("runs a NATS cluster and three hub processes")
 	}
 	dir := t.TempDir()
-	var routes, routeAddrs []string
-	for range 3 {
-		a := "127.0.0.1:" + freePort(t)
-		routeAddrs = append(routeAddrs, a)
-		routes = append(routes, "nats://"+a)
-	}
+	routeAddrs, routes := routePorts(t)
 	var nodes []*natsutil.Embedded
 	var hubs []*clusterHub
 	for i := range 3 {

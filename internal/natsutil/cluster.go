@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,7 +33,7 @@ func StartCluster(name string, n int, timeout time.Duration, log *slog.Logger) (
 	// Clustered JetStream needs every member to know its routes at start,
 	// so the route ports are reserved first (and released just before the
 	// servers bind them).
-	addrs, err := freePorts(n)
+	addrs, err := FreeAddrs(n)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +96,13 @@ func (c *Cluster) placesStreams(n int) bool {
 	return true
 }
 
-// freePorts returns n free loopback addresses.
-func freePorts(n int) ([]string, error) {
+// FreeAddrs returns n loopback addresses whose ports are free now, for
+// route ports that every member of a cluster must know before the members
+// start. The ports are below the kernel's ephemeral range, which port 0 and
+// every outgoing connection draw from, so that on a busy machine no other
+// socket takes one between now and the moment its server binds it.
+func FreeAddrs(n int) ([]string, error) {
+	low := ephemeralLow()
 	var lns []net.Listener
 	defer func() {
 		for _, l := range lns {
@@ -101,15 +110,33 @@ func freePorts(n int) ([]string, error) {
 		}
 	}()
 	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 100*n {
+			return nil, fmt.Errorf("natsutil: no free loopback port below %d", low)
+		}
+		port := 10000 + rand.IntN(low-10000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return nil, fmt.Errorf("natsutil: reserve a route port: %w", err)
+			continue
 		}
 		lns = append(lns, l)
 		out = append(out, l.Addr().String())
 	}
 	return out, nil
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (Linux: /proc/sys/net/ipv4/ip_local_port_range), 32768 when unknown.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if p, err := strconv.Atoi(f[0]); err == nil && p > 11000 {
+				return p
+			}
+		}
+	}
+	return 32768
 }
 
 // Shutdown stops every member.
