@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/corralhq/corral/hub/history"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
@@ -262,8 +263,11 @@ func hello(tok string, prio corralv1.Priority, subs ...string) *corralv1.ClientF
 	return &corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: h}}
 }
 
-func ping(id uint64) *corralv1.ClientFrame {
-	return &corralv1.ClientFrame{Id: id, Frame: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{}}}
+// failingSince is a history store whose reads fail.
+type failingSince struct{ history.Store }
+
+func (failingSince) Since(context.Context, string, history.Position) (history.Recovery, error) {
+	return history.Recovery{}, errors.New("history: store down (test)")
 }
 
 // closingWith reports whether a session of th is closing with code (the
@@ -373,6 +377,20 @@ func TestClosePaths(t *testing.T) {
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(hello(tok, 0))
 				p.send(&corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Channel: "a", Data: make([]byte, 5000)}}})
+			},
+		},
+		{
+			name: "history unavailable for a resume in hello", want: wire.CloseInternal, transports: []string{"ws", "grpc"},
+			// A long window: the sweep, which reads the store, does not
+			// run while the test swaps it.
+			mod: func(c *Config, _ *Options) { c.History.Window = 10 * time.Minute },
+			drive: func(t *testing.T, th *testHub, p closePeer) {
+				th.mu.Lock() // sessions register under h.mu: they see the swap
+				th.store = failingSince{th.store}
+				th.mu.Unlock()
+				p.send(&corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
+					Token: tok, Subscribe: []*corralv1.Subscribe{{Channel: "a", From: &corralv1.Position{Epoch: "e", Offset: 5}}},
+				}}})
 			},
 		},
 		{
@@ -486,7 +504,6 @@ func TestClosePaths(t *testing.T) {
 	}
 	// The codes of the table that end no session of the hub, and why.
 	noPath := map[wire.CloseCode]string{
-		wire.CloseInternal:         "only a failing history store or NATS ends a session with 1011",
 		wire.CloseForbidden:        "an Error reply, never a close (TestHelloRefusalIsNoClose)",
 		wire.CloseResumeImpossible: "the hub keeps no session state to resume: every resume can be served or reports recovered=false",
 		wire.CloseSessionReplaced:  "the hub does not take sessions over",
