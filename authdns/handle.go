@@ -189,7 +189,9 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 		}
 		if set != nil {
 			w.addSet(set, curOff, key, q, client)
-			w.additionals(st, set, q, client)
+			if len(w.extra) > 0 {
+				w.additionals(st, set, q, client)
+			}
 			return rcodeNoError
 		}
 		cs := n.set(typeCNAME)
@@ -253,8 +255,10 @@ func (z *zone) match(name []byte, zoff int, wild *[maxName + 2]byte) (n *node, o
 }
 
 // addSet selects the records of set for q and adds them to the answer,
-// owned by the name at ptr. It returns the index of the first record
-// answered and the offset of its rdata (-1 when nothing was added).
+// owned by the name at ptr, and notes those whose targets may have
+// addresses for the additional section (set.extra). It returns the index
+// of the first record answered and the offset of its rdata (-1 when
+// nothing was added).
 func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.Addr) (int, int) {
 	aq := answer.Query{Client: client}
 	if q.ecs {
@@ -272,21 +276,20 @@ func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.
 	if set.rtype == typeCNAME && len(idx) > 1 {
 		idx = idx[:1] // a name has one canonical name
 	}
-	named := set.rtype != typeCNAME && len(set.targets) > 0
-	first, rd := -1, -1
-	for j, i := range idx {
-		off := w.m.add(ptr, set.rrs[i], false)
-		if off < 0 {
-			return -1, -1
-		}
-		if j == 0 {
-			first, rd = i, off
-		}
-		if named && len(w.extra) < cap(w.extra) {
-			w.extra = append(w.extra, extraRef{i, off})
+	start, ok := w.m.addRecords(set, idx, ptr)
+	if !ok || len(idx) == 0 {
+		return -1, -1
+	}
+	if set.extra >= 0 {
+		off := start
+		for _, i := range idx {
+			if len(w.extra) < cap(w.extra) {
+				w.extra = append(w.extra, extraRef{i, off + 12})
+			}
+			off += set.off[i+1] - set.off[i]
 		}
 	}
-	return first, rd
+	return idx[0], start + 12
 }
 
 // additionals adds to the additional section the A and AAAA records of
@@ -296,7 +299,7 @@ func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.
 // chosen by their own policies. They go in while they fit: the response is
 // never truncated for them.
 func (w *worker) additionals(st *state, set *rrset, q *query, client netip.Addr) {
-	field := targetField[set.rtype]
+	field := set.extra
 	for j, e := range w.extra {
 		t := set.targets[e.i]
 		dup := false
@@ -356,8 +359,15 @@ func (w *worker) authoritySOA(z *zone, cur []byte, curOff int) {
 // find returns the zone holding name and the offset of its origin in name.
 func (zs *zoneSet) find(name []byte) (*zone, int) {
 	for off := 0; off < len(name); off += 1 + int(name[off]) {
-		if z := zs.zones[string(name[off:])]; z != nil {
-			return z, off
+		suffix := name[off:]
+		if l := len(suffix); l < len(zs.only) && zs.lens[l/64]&(1<<(l%64)) != 0 {
+			if z := zs.only[l]; z != nil {
+				if string(z.origin) == string(suffix) {
+					return z, off
+				}
+			} else if z := zs.zones[string(suffix)]; z != nil {
+				return z, off
+			}
 		}
 		if name[off] == 0 {
 			break

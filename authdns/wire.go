@@ -3,6 +3,7 @@ package authdns
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 )
 
 // Header flag bits.
@@ -314,6 +315,56 @@ func (m *builder) add(ptr int, rest []byte, authority bool) int {
 		m.an++
 	}
 	return len(m.b) - len(rest) + 10
+}
+
+// addRecords appends the records idx of set (as laid out by pack) to the
+// answer section, owned by a compression pointer to ptr, and returns the
+// offset where the first starts. When they do not all fit it truncates
+// the message and returns false, as add would at the first record that
+// does not fit. The records are sized first and copied in one pass; A and
+// AAAA records are copied as fixed-size blocks.
+func (m *builder) addRecords(set *rrset, idx []int, ptr int) (int, bool) {
+	if m.tc {
+		return 0, false
+	}
+	start, need := len(m.b), 0
+	if set.fixed > 0 {
+		need = len(idx) * set.fixed
+	} else {
+		for _, i := range idx {
+			need += set.off[i+1] - set.off[i]
+		}
+	}
+	if start+need > m.limit-m.reserve {
+		m.truncate()
+		return 0, false
+	}
+	m.b = slices.Grow(m.b, need)[:start+need]
+	b, wire := m.b[start:], set.wire
+	switch set.fixed {
+	case 16: // A
+		for j, i := range idx {
+			*(*[16]byte)(b[j*16:]) = [16]byte(wire[i*16:])
+		}
+	case 28: // AAAA
+		for j, i := range idx {
+			*(*[28]byte)(b[j*28:]) = [28]byte(wire[i*28:])
+		}
+	default:
+		o := 0
+		for _, i := range idx {
+			o += copy(b[o:], wire[set.off[i]:set.off[i+1]])
+		}
+	}
+	if ptr != 12 { // wire's owners point to the question name
+		o := 0
+		for _, i := range idx {
+			b[o], b[o+1] = 0xC0|byte(ptr>>8), byte(ptr)
+			o += set.off[i+1] - set.off[i]
+		}
+	}
+	m.an += uint16(len(idx))
+	return start, true
 }
 
 // addAdditional appends a record to the additional section like add, and

@@ -46,6 +46,11 @@ var typeNames = map[string]uint16{
 type zoneSet struct {
 	// zones maps the lower-cased wire form of an origin to its zone.
 	zones map[string]*zone
+	// lens has bit l set when an origin is l bytes long (find skips the
+	// suffixes of other lengths), and only[l] is the zone when it is the
+	// only one of that length (find compares it without the map).
+	lens [(maxName + 64) / 64]uint64
+	only [maxName + 1]*zone
 	// sets lists every record set, for metrics of the policies.
 	sets int
 }
@@ -81,9 +86,46 @@ type rrset struct {
 	// targets are the wire forms, lower case, of the names the records
 	// of a CNAME, NS, MX or SRV set point to, by record.
 	targets [][]byte
+	// wire holds every record as it goes in an answer owned by the query
+	// name: a compression pointer to offset 12, then the bytes of rrs
+	// (which are slices of it). Record i is wire[off[i]:off[i+1]]; when
+	// all records have the same length, fixed is it (16 for A, 28 for
+	// AAAA), else 0. Set by pack.
+	wire  []byte
+	off   []int
+	fixed int
+	// extra is the offset in the rdata of the name whose addresses go in
+	// the additional section (NS, MX, SRV), or -1 for a type without
+	// additional processing. Set by pack.
+	extra int
 	// src is the config path of the set ("zones[0].records[3]"), for
 	// errors found after its zone compiled.
 	src string
+}
+
+// pack lays the records of s out for answers (wire, off, fixed, extra).
+func (s *rrset) pack() {
+	s.off = make([]int, len(s.rrs)+1)
+	s.wire = nil
+	for i, rr := range s.rrs {
+		s.off[i] = len(s.wire)
+		s.wire = append(s.wire, 0xC0, 12)
+		s.wire = append(s.wire, rr...)
+	}
+	s.off[len(s.rrs)] = len(s.wire)
+	s.fixed = 0
+	for i := range s.rrs {
+		s.rrs[i] = s.wire[s.off[i]+2 : s.off[i+1] : s.off[i+1]]
+		if l := s.off[i+1] - s.off[i]; i == 0 {
+			s.fixed = l
+		} else if l != s.fixed {
+			s.fixed = 0
+		}
+	}
+	s.extra = -1
+	if f, ok := targetField[s.rtype]; ok && s.rtype != typeCNAME && len(s.targets) > 0 {
+		s.extra = f
+	}
 }
 
 func (n *node) set(t uint16) *rrset {
@@ -131,7 +173,19 @@ func compile(cfg *Config, probe func(check string) answer.Probe) (*zoneSet, erro
 		origins = append(origins, string(z.origin))
 		for _, n := range z.nodes {
 			zs.sets += len(n.sets)
+			for _, s := range n.sets {
+				s.pack()
+			}
 		}
+	}
+	for _, z := range zs.zones {
+		l := len(z.origin)
+		if zs.lens[l/64]&(1<<(l%64)) == 0 {
+			zs.only[l] = z
+		} else {
+			zs.only[l] = nil
+		}
+		zs.lens[l/64] |= 1 << (l % 64)
 	}
 	if len(errs) == 0 {
 		errs = zs.checkCNAMELoops(origins)
