@@ -63,9 +63,10 @@ const (
 	parseBadVers             // answer BADVERS
 )
 
-// parse reads req into q, lower-casing the question name into lower (at
-// least 255 bytes).
+// parse reads req into q, lower-casing the question name into lower
+// (maxName+1 bytes).
 func parse(req []byte, q *query, lower []byte) parseResult {
+	lower = lower[:maxName+1]
 	*q = query{}
 	if len(req) < 12 {
 		return parseDrop
@@ -88,7 +89,6 @@ func parse(req []byte, q *query, lower []byte) parseResult {
 	}
 	off := 12
 	// The question name: no compression pointers in a question.
-	n := 0
 	for {
 		if off >= len(req) {
 			return parseFormErr
@@ -97,23 +97,16 @@ func parse(req []byte, q *query, lower []byte) parseResult {
 		if l&0xC0 != 0 {
 			return parseFormErr
 		}
-		if n+l+1 > maxName || off+1+l > len(req) {
+		if off-12+l+1 > maxName || off+1+l > len(req) {
 			return parseFormErr
 		}
-		lower[n] = byte(l)
-		for i := 1; i <= l; i++ {
-			c := req[off+i]
-			if c >= 'A' && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			lower[n+i] = c
-		}
-		n += 1 + l
 		off += 1 + l
 		if l == 0 {
 			break
 		}
 	}
+	n := copy(lower, req[12:off])
+	lowerWords(lower[:(n+7)&^7]) // the bytes after the name are scratch
 	q.raw = req[12:off]
 	q.name = lower[:n]
 	if off+4 > len(req) {
@@ -160,6 +153,22 @@ func parse(req []byte, q *query, lower []byte) parseResult {
 		return parseBadVers
 	}
 	return parseOK
+}
+
+// lowerWords lower-cases the ASCII letters of b, whose length is a
+// multiple of 8, eight bytes at a time: a byte becomes lower case when its
+// high bit is clear and its low seven bits are in 'A'..'Z'. The length
+// bytes of a wire name are below 64 and stay as they are.
+func lowerWords(b []byte) {
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	for ; len(b) >= 8; b = b[8:] {
+		x := binary.LittleEndian.Uint64(b)
+		low := x &^ high
+		geA := low + (0x80-'A')*ones   // high bit set where low >= 'A'
+		gtZ := low + (0x80-'Z'-1)*ones // high bit set where low > 'Z'
+		upper := (geA &^ gtZ) &^ x & high
+		binary.LittleEndian.PutUint64(b, x|upper>>2) // 0x80>>2 is 'a'-'A'
+	}
 }
 
 // skipRR skips the record at off and returns where the next starts, its
