@@ -36,8 +36,10 @@ type query struct {
 	flags  uint16
 	opcode uint8
 	// raw is the question name as received (case preserved, ending in the
-	// root label); name is its lower-case copy.
+	// root label); name is its lower-case copy. question is the question
+	// section as received: raw, type and class.
 	raw, name    []byte
+	question     []byte
 	qtype        uint16
 	qclass       uint16
 	questionOK   bool
@@ -115,6 +117,7 @@ func parse(req []byte, q *query, lower []byte) parseResult {
 	q.qtype = binary.BigEndian.Uint16(req[off:])
 	q.qclass = binary.BigEndian.Uint16(req[off+2:])
 	off += 4
+	q.question = req[12:off]
 	q.questionOK = true
 	// Skip answer and authority records; look for OPT among the additional.
 	for i := 0; i < int(an)+int(ns); i++ {
@@ -272,19 +275,16 @@ type builder struct {
 
 // start writes the header and, when q's question parsed, the question.
 func (m *builder) start(buf []byte, q *query, limit int) {
-	m.b = buf[:12]
-	m.limit, m.an, m.ns, m.ar, m.tc = limit, 0, 0, 0, false
-	binary.BigEndian.PutUint16(m.b, q.id)
+	b := buf[:12]
 	f := flagQR | uint16(q.opcode)<<11 | q.flags&(flagRD|flagCD)
-	binary.BigEndian.PutUint16(m.b[2:], f)
-	clear(m.b[4:12])
+	binary.BigEndian.PutUint32(b, uint32(q.id)<<16|uint32(f))
+	binary.BigEndian.PutUint64(b[4:], 0) // the counts
 	if q.questionOK {
-		m.b = append(m.b, q.raw...)
-		m.b = binary.BigEndian.AppendUint16(m.b, q.qtype)
-		m.b = binary.BigEndian.AppendUint16(m.b, q.qclass)
-		binary.BigEndian.PutUint16(m.b[4:], 1)
+		b = append(b, q.question...)
+		b[5] = 1 // QDCOUNT
 	}
-	m.qend = len(m.b)
+	m.b, m.limit, m.qend = b, limit, len(b)
+	m.an, m.ns, m.ar, m.tc = 0, 0, 0, false
 	m.reserve = 0
 	if q.edns {
 		m.reserve = 11
@@ -297,12 +297,6 @@ func (m *builder) start(buf []byte, q *query, limit int) {
 // setFlags ORs flags into the header.
 func (m *builder) setFlags(f uint16) {
 	binary.BigEndian.PutUint16(m.b[2:], binary.BigEndian.Uint16(m.b[2:])|f)
-}
-
-// setRcode sets the low four bits of the response code.
-func (m *builder) setRcode(rc int) {
-	f := binary.BigEndian.Uint16(m.b[2:])&^0xF | uint16(rc&0xF)
-	binary.BigEndian.PutUint16(m.b[2:], f)
 }
 
 // add appends a record whose owner is a compression pointer to ptr and
@@ -352,13 +346,9 @@ func (m *builder) addRecords(set *rrset, idx []int, ptr int) (int, bool) {
 	b, wire := m.b[start:], set.wire
 	switch set.fixed {
 	case 16: // A
-		for j, i := range idx {
-			*(*[16]byte)(b[j*16:]) = [16]byte(wire[i*16:])
-		}
+		copyA(b, wire, idx)
 	case 28: // AAAA
-		for j, i := range idx {
-			*(*[28]byte)(b[j*28:]) = [28]byte(wire[i*28:])
-		}
+		copyAAAA(b, wire, idx)
 	default:
 		o := 0
 		for _, i := range idx {
@@ -374,6 +364,22 @@ func (m *builder) addRecords(set *rrset, idx []int, ptr int) (int, bool) {
 	}
 	m.an += uint16(len(idx))
 	return start, true
+}
+
+// copyA copies the 16-byte records idx of wire to b, one after the other.
+func copyA(b, wire []byte, idx []int) {
+	for _, i := range idx {
+		*(*[16]byte)(b[:16]) = *(*[16]byte)(wire[16*i : 16*i+16])
+		b = b[16:]
+	}
+}
+
+// copyAAAA copies the 28-byte records idx of wire to b, one after the other.
+func copyAAAA(b, wire []byte, idx []int) {
+	for _, i := range idx {
+		*(*[28]byte)(b[:28]) = *(*[28]byte)(wire[28*i : 28*i+28])
+		b = b[28:]
+	}
 }
 
 // addAdditional appends a record to the additional section like add, and
@@ -399,29 +405,33 @@ func (m *builder) truncate() {
 
 // finish writes the counts and the OPT record of q and returns the message.
 func (m *builder) finish(q *query, rcode int, udpSize int, scope uint8) []byte {
-	m.setRcode(rcode)
+	b := m.b
+	b[3] = b[3]&^0xF | byte(rcode&0xF)
+	ar := m.ar
 	if q.edns {
-		m.b = append(m.b, 0, 0, typeOPT)
-		m.b = binary.BigEndian.AppendUint16(m.b, uint16(udpSize))
 		ttl := uint32(rcode>>4) << 24
 		if q.do {
 			ttl |= 1 << 15
 		}
-		m.b = binary.BigEndian.AppendUint32(m.b, ttl)
+		n := len(b)
+		b = slices.Grow(b, 11)[:n+11]
+		o := b[n : n+11]
+		o[0], o[1], o[2] = 0, 0, typeOPT // owner ".", type OPT
+		binary.BigEndian.PutUint16(o[3:], uint16(udpSize))
+		binary.BigEndian.PutUint32(o[5:], ttl)
+		o[9], o[10] = 0, 0 // RDLENGTH
 		if q.ecs && rcode != rcodeBadVers {
-			m.b = binary.BigEndian.AppendUint16(m.b, uint16(8+len(q.ecsAddrBytes)))
-			m.b = binary.BigEndian.AppendUint16(m.b, optECS)
-			m.b = binary.BigEndian.AppendUint16(m.b, uint16(4+len(q.ecsAddrBytes)))
-			m.b = binary.BigEndian.AppendUint16(m.b, q.ecsFamily)
-			m.b = append(m.b, q.ecsSource, scope)
-			m.b = append(m.b, q.ecsAddrBytes...)
-		} else {
-			m.b = append(m.b, 0, 0)
+			binary.BigEndian.PutUint16(o[9:], uint16(8+len(q.ecsAddrBytes)))
+			b = binary.BigEndian.AppendUint16(b, optECS)
+			b = binary.BigEndian.AppendUint16(b, uint16(4+len(q.ecsAddrBytes)))
+			b = binary.BigEndian.AppendUint16(b, q.ecsFamily)
+			b = append(b, q.ecsSource, scope)
+			b = append(b, q.ecsAddrBytes...)
 		}
-		m.ar++
+		ar++
 	}
-	binary.BigEndian.PutUint16(m.b[6:], m.an)
-	binary.BigEndian.PutUint16(m.b[8:], m.ns)
-	binary.BigEndian.PutUint16(m.b[10:], m.ar)
-	return m.b
+	binary.BigEndian.PutUint32(b[6:], uint32(m.an)<<16|uint32(m.ns))
+	binary.BigEndian.PutUint16(b[10:], ar)
+	m.b, m.ar = b, ar
+	return b
 }
