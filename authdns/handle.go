@@ -62,7 +62,8 @@ func newWorker(s *Server, st *stats, seed uint64) *worker {
 // response (nil with outDrop). tcp selects the transport's rules: no size
 // limit below 65535, no rate limiting, transfers allowed. A panic while
 // answering is recovered: the packet gets SERVFAIL when its question was
-// parsed and no answer otherwise (see recovered).
+// parsed and no answer otherwise (see recovered). The TCP loop calls it
+// per query, the UDP loop answerBatch per batch.
 func (w *worker) handle(req []byte, client netip.Addr, tcp bool, out []byte) (resp []byte, o outcome) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -70,6 +71,40 @@ func (w *worker) handle(req []byte, client netip.Addr, tcp bool, out []byte) (re
 		}
 	}()
 	return w.serve(req, client, tcp, out)
+}
+
+// batch is how many datagrams the UDP loop reads, answers and sends at a
+// time (one recvmmsg and one sendmmsg where the platform has them).
+const batch = 32
+
+// answerBatch answers the datagrams reqs[i] from clients[i] as handle
+// does over UDP, each into its own slot of out (slot bytes from i*slot),
+// and sets resps[i] to the response, nil for none. One deferred recover
+// covers a run of datagrams, not each: a panic answers the datagram that
+// raised it as handle would (see recovered) and the batch goes on with
+// the next one.
+func (w *worker) answerBatch(reqs [][]byte, clients []netip.Addr, out []byte, slot int, resps [][]byte) {
+	for i := 0; i < len(reqs); {
+		i = w.answerFrom(i, reqs, clients, out, slot, resps)
+	}
+}
+
+// answerFrom answers the datagrams of answerBatch from i on, and returns
+// where the next run starts: len(reqs), or the datagram after one that
+// panicked.
+func (w *worker) answerFrom(i int, reqs [][]byte, clients []netip.Addr, out []byte, slot int, resps [][]byte) (next int) {
+	defer func() {
+		if v := recover(); v != nil {
+			resps[i], _ = w.recovered(v, false, out[i*slot:i*slot:(i+1)*slot])
+			next = i + 1
+		}
+	}()
+	for ; i < len(reqs); i++ {
+		// Over UDP a response is there exactly when the outcome is
+		// outAnswer (no transfers).
+		resps[i], _ = w.serve(reqs[i], clients[i], false, out[i*slot:i*slot:(i+1)*slot])
+	}
+	return i
 }
 
 // serve is handle without the recover.

@@ -11,9 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// batch is how many datagrams one recvmmsg or sendmmsg call moves.
-const batch = 32
-
 // udpBufSize is the receive buffer of one datagram (a larger one arrives
 // with MSG_TRUNC and is dropped as garbage: no real query is that big).
 const udpBufSize = 4096
@@ -35,13 +32,16 @@ func (w *worker) serveUDP(c *net.UDPConn) {
 		return
 	}
 	var (
-		in     = make([]byte, batch*udpBufSize)
-		out    = make([]byte, batch*(udpBufSize+512))
-		names  [batch][unix.SizeofSockaddrInet6]byte
-		iovIn  [batch]unix.Iovec
-		iovOut [batch]unix.Iovec
-		recv   [batch]mmsghdr
-		send   [batch]mmsghdr
+		in      = make([]byte, batch*udpBufSize)
+		out     = make([]byte, batch*(udpBufSize+512))
+		reqs    [batch][]byte
+		clients [batch]netip.Addr
+		resps   [batch][]byte
+		names   [batch][unix.SizeofSockaddrInet6]byte
+		iovIn   [batch]unix.Iovec
+		iovOut  [batch]unix.Iovec
+		recv    [batch]mmsghdr
+		send    [batch]mmsghdr
 	)
 	for i := range batch {
 		iovIn[i].Base = &in[i*udpBufSize]
@@ -82,17 +82,17 @@ func (w *worker) serveUDP(c *net.UDPConn) {
 		if n > 0 {
 			w.st.batches.Add(1)
 		}
-		k := 0
 		for i := range n {
-			if recv[i].hdr.Flags&unix.MSG_TRUNC != 0 {
-				w.st.dropped.Add(1)
-				continue
+			reqs[i] = nil // a truncated datagram: dropped as garbage
+			if recv[i].hdr.Flags&unix.MSG_TRUNC == 0 {
+				reqs[i] = in[i*udpBufSize : i*udpBufSize+int(recv[i].n)]
 			}
-			client := sockaddrAddr(&names[i])
-			req := in[i*udpBufSize : i*udpBufSize+int(recv[i].n)]
-			ob := out[k*(udpBufSize+512) : k*(udpBufSize+512) : (k+1)*(udpBufSize+512)]
-			resp, o := w.handle(req, client, false, ob)
-			if o != outAnswer {
+			clients[i] = sockaddrAddr(&names[i])
+		}
+		w.answerBatch(reqs[:n], clients[:n], out, udpBufSize+512, resps[:n])
+		k := 0
+		for i, resp := range resps[:n] {
+			if resp == nil {
 				continue
 			}
 			iovOut[k].Base = &resp[0]
