@@ -1,0 +1,388 @@
+// client.test.ts: the Client against a fake WebSocket whose server end the
+// test drives, in both formats, with fake timers (no test waits for real).
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { Client, CorralError, type ClientEvents, type ClientOptions } from "../src/client.js";
+import type { Format } from "../src/codec.js";
+import { FakeWS, welcome } from "./fakews.js";
+import { mulberry32 } from "./random.js";
+
+const flush = () => vi.advanceTimersByTimeAsync(0);
+
+/** retry waits until the attempt the last disconnect scheduled has opened its socket. */
+async function retry(c: Client): Promise<void> {
+  expect(c.state).toBe("disconnected");
+  const n = FakeWS.sockets.length;
+  await vi.advanceTimersByTimeAsync(lastRetryIn.get(c) ?? 0);
+  await flush();
+  expect(FakeWS.sockets.length).toBe(n + 1);
+}
+
+const lastRetryIn = new WeakMap<Client, number>();
+
+function record(c: Client) {
+  const log: { name: keyof ClientEvents; e: any }[] = [];
+  for (const name of ["state", "connecting", "connected", "disconnected", "resumed", "gap", "message", "refused", "closed"] as const) {
+    c.on(name, (e) => log.push({ name, e }));
+  }
+  return log;
+}
+
+function newClient(format: Format, o: Partial<ClientOptions> = {}) {
+  const c = new Client({ urls: ["ws://a/v1/ws", "ws://b/v1/ws"], token: "tok", format, WebSocket: FakeWS, ...o });
+  c.on("disconnected", (e) => lastRetryIn.set(c, e.retryInMs ?? 0));
+  return c;
+}
+
+/** again answers the Hello of the socket retry() opened. */
+function again(sessionId: string, pingMs = 0): FakeWS {
+  const ws = FakeWS.last();
+  ws.accept();
+  ws.push(welcome(sessionId, pingMs));
+  return ws;
+}
+
+/** up opens the socket the client just created and answers its Hello. */
+async function up(sessionId = "s-1", pingMs = 0): Promise<FakeWS> {
+  await flush();
+  const ws = FakeWS.last();
+  ws.accept();
+  ws.push(welcome(sessionId, pingMs));
+  return ws;
+}
+
+const msg = (channel: string, epoch: string, offset: number, priority: 0 | 1 | 2 = 2) => ({
+  message: { channel, epoch, offset, priority, data: new TextEncoder().encode(`m${offset}`), timeUnixMs: 1 },
+});
+
+beforeEach(() => {
+  vi.useFakeTimers();
+  FakeWS.sockets = [];
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe.each(["proto", "json"] as const)("client over %s", (format) => {
+  it("says hello with the token, priority, name and subprotocol, then reports connected", async () => {
+    const c = newClient(format, { priority: 1, token: () => Promise.resolve("fresh-token") });
+    const log = record(c);
+    c.connect();
+    const ws = await up();
+    expect(ws.protocols).toEqual([format === "json" ? "corral.v1.json" : "corral.v1.proto"]);
+    expect(ws.binaryType).toBe("arraybuffer");
+    const [hello] = ws.frames();
+    expect(hello.id).toBe(1);
+    expect(hello.hello).toMatchObject({ token: "fresh-token", priority: 1, client: "corral-js/0.1.0", subscribe: [] });
+    expect(c.state).toBe("connected");
+    expect(log.map((l) => l.name)).toEqual(["state", "connecting", "state", "connected"]);
+    expect(log[0].e).toEqual({ state: "connecting", previous: "idle" });
+    expect(log[3].e).toMatchObject({ url: ws.url, sessionId: "s-1" });
+  });
+
+  it("delivers messages once, acks P0 by itself, and answers pings with the same id", async () => {
+    const c = newClient(format);
+    c.connect();
+    const ws = await up();
+    const sub = c.subscribe("news");
+    const got: number[] = [];
+    sub.on("message", (m) => got.push(m.offset));
+    const [, s] = ws.frames();
+    expect(s.subscribe).toEqual({ channel: "news" });
+    ws.push({ id: s.id, subscribed: { channel: "news", position: { epoch: "e1", offset: 10 }, resumed: false, recovered: false } });
+    await expect(sub.ready).resolves.toMatchObject({ channel: "news" });
+    ws.push(msg("news", "e1", 11, 0));
+    ws.push(msg("news", "e1", 11, 0)); // a duplicate
+    ws.push(msg("news", "e1", 12, 2));
+    ws.push({ id: 42, ping: { payload: new Uint8Array([7]) } });
+    expect(got).toEqual([11, 12]);
+    expect(c.duplicates).toBe(1);
+    const sent = ws.frames().slice(2);
+    expect(sent).toEqual([
+      { id: 0, ack: { channel: "news", epoch: "e1", offset: 11 } },
+      { id: 42, pong: { payload: new Uint8Array([7]) } },
+    ]);
+    expect(c.position("news")).toEqual({ epoch: "e1", offset: 12 });
+  });
+
+  it("resumes every channel from its position in Hello, on the next address", async () => {
+    const c = newClient(format, { random: () => 0.99 });
+    const log = record(c);
+    c.connect();
+    const ws = await up();
+    const sub = c.subscribe("news");
+    ws.push({ id: ws.frames()[1].id, subscribed: { channel: "news", position: { epoch: "e1", offset: 3 }, resumed: false, recovered: false } });
+    ws.push(msg("news", "e1", 4));
+    ws.closeFromServer(1006);
+    expect(c.state).toBe("disconnected");
+    const d = log.filter((l) => l.name === "disconnected").at(-1)!.e;
+    expect(d).toMatchObject({ code: 1006, willRetry: true });
+    expect(d.nextRetryAt - Date.now()).toBe(d.retryInMs);
+    await retry(c);
+    const ws2 = again("s-2");
+    expect(ws2.url).not.toBe(ws.url);
+    const [hello] = ws2.frames();
+    expect(hello.hello!.previousSessionId).toBe("s-1");
+    expect(hello.hello!.subscribe).toEqual([{ channel: "news", from: { epoch: "e1", offset: 4 } }]);
+    ws2.push({ id: 1, subscribed: { channel: "news", position: { epoch: "e1", offset: 6 }, resumed: true, recovered: true } });
+    const resumed = log.filter((l) => l.name === "resumed");
+    expect(resumed.map((l) => l.e)).toEqual([{ channel: "news", recovered: true, position: { epoch: "e1", offset: 6 } }]);
+    ws2.push(msg("news", "e1", 5));
+    ws2.push(msg("news", "e1", 6));
+    expect(log.filter((l) => l.name === "message").map((l) => l.e.offset)).toEqual([4, 5, 6]);
+    expect(log.some((l) => l.name === "gap")).toBe(false);
+    void sub;
+  });
+
+  it("surfaces a resume's gap once per channel, even across further reconnects", async () => {
+    const c = newClient(format);
+    const gaps: any[] = [];
+    c.on("gap", (g) => gaps.push(g));
+    c.subscribe("a", { epoch: "e1", offset: 5 });
+    c.subscribe("b", { epoch: "e1", offset: 7 });
+    c.connect();
+    let ws = await up();
+    expect(ws.frames()[0].hello!.subscribe).toEqual([
+      { channel: "a", from: { epoch: "e1", offset: 5 } },
+      { channel: "b", from: { epoch: "e1", offset: 7 } },
+    ]);
+    ws.push({ id: 1, subscribed: { channel: "a", position: { epoch: "e1", offset: 90 }, resumed: true, recovered: false } });
+    ws.push({ id: 1, subscribed: { channel: "b", position: { epoch: "e2", offset: 3 }, resumed: true, recovered: false } });
+    expect(gaps).toEqual([
+      { channel: "a", reason: "resume", epoch: "e1", fromOffset: 6, toOffset: 90, position: { epoch: "e1", offset: 90 } },
+      { channel: "b", reason: "resume", epoch: "e1", fromOffset: 8, toOffset: 0, position: { epoch: "e2", offset: 3 } },
+    ]);
+    for (let i = 0; i < 3; i++) {
+      ws.closeFromServer(1006);
+      await retry(c);
+      ws = again(`s-${i + 2}`);
+      expect(ws.frames()[0].hello!.subscribe).toEqual([
+        { channel: "a", from: { epoch: "e1", offset: 90 } },
+        { channel: "b", from: { epoch: "e2", offset: 3 } },
+      ]);
+      ws.push({ id: 1, subscribed: { channel: "a", position: { epoch: "e1", offset: 90 }, resumed: true, recovered: true } });
+      ws.push({ id: 1, subscribed: { channel: "b", position: { epoch: "e2", offset: 3 }, resumed: true, recovered: true } });
+    }
+    expect(gaps).toHaveLength(2);
+  });
+
+  it("with manualAck resumes before the oldest unacknowledged P0 message and drops its redeliveries", async () => {
+    const c = newClient(format, { manualAck: true });
+    const seen: number[] = [];
+    c.connect();
+    let ws = await up();
+    const sub = c.subscribe("orders");
+    sub.on("message", (m) => {
+      seen.push(m.offset);
+      if (m.offset <= 2) m.ack();
+    });
+    ws.push({ id: ws.frames()[1].id, subscribed: { channel: "orders", position: { epoch: "e", offset: 0 }, resumed: false, recovered: false } });
+    for (let o = 1; o <= 4; o++) ws.push(msg("orders", "e", o, 0));
+    const acks = ws.frames().filter((f) => f.ack);
+    expect(acks.map((f) => f.ack!.offset)).toEqual([1, 2]);
+    ws.closeFromServer(1006);
+    await retry(c);
+    ws = again("s-2");
+    expect(ws.frames()[0].hello!.subscribe).toEqual([{ channel: "orders", from: { epoch: "e", offset: 2 } }]);
+    ws.push({ id: 1, subscribed: { channel: "orders", position: { epoch: "e", offset: 5 }, resumed: true, recovered: true } });
+    for (let o = 3; o <= 5; o++) ws.push(msg("orders", "e", o, 0));
+    expect(seen).toEqual([1, 2, 3, 4, 5]);
+    expect(c.duplicates).toBe(2);
+  });
+
+  it("takes a GoAway's retry hint as the floor of the next delay, with jitter above it", async () => {
+    const c = newClient(format, { random: () => 0.5 });
+    const log = record(c);
+    c.connect();
+    const ws = await up();
+    ws.push({ goAway: { code: 1001, reason: "draining", retryAfterMs: 1500, drain: true } });
+    ws.closeFromServer(1001, "retry_after_ms=1000");
+    const d = log.filter((l) => l.name === "disconnected")[0].e;
+    // Full jitter: [h, 2h] at u = 0.5 is 1.5 h; the larger hint wins.
+    expect(d).toMatchObject({ code: 1001, retryAfterMs: 1500, retryInMs: 2250, willRetry: true, reason: "going away: draining" });
+    const before = FakeWS.sockets.length;
+    await vi.advanceTimersByTimeAsync(2249);
+    expect(FakeWS.sockets.length).toBe(before);
+    await vi.advanceTimersByTimeAsync(1);
+    await flush();
+    expect(FakeWS.sockets.length).toBe(before + 1);
+    expect(FakeWS.last().url).not.toBe(ws.url);
+  });
+
+  it("reads the retry hint of a close reason (1013 from admission)", async () => {
+    const c = newClient(format, { random: () => 0.25 });
+    const log = record(c);
+    c.connect();
+    await flush();
+    FakeWS.last().accept();
+    FakeWS.last().closeFromServer(1013, "retry_after_ms=2000 overloaded");
+    const d = log.filter((l) => l.name === "disconnected")[0].e;
+    expect(d).toMatchObject({ code: 1013, retryAfterMs: 2000, retryInMs: 2500, reason: "try again later: overloaded" });
+  });
+
+  it("stops after one attempt on a terminal close, with a typed error", async () => {
+    const c = newClient(format);
+    const log = record(c);
+    const p = c.publish("news", "x");
+    c.connect();
+    await flush();
+    const ws = FakeWS.last();
+    ws.accept();
+    ws.push({ error: { code: 1008, text: "token rejected", retryAfterMs: 0, channel: "" } });
+    ws.closeFromServer(1008, "token rejected");
+    expect(c.state).toBe("closed");
+    const closed = log.find((l) => l.name === "closed")!.e;
+    expect(closed.error).toBeInstanceOf(CorralError);
+    expect(closed.error.code).toBe(1008);
+    expect(closed.error.retryable).toBe(false);
+    await expect(p).rejects.toMatchObject({ code: 1008 });
+    await vi.advanceTimersByTimeAsync(3600000);
+    expect(FakeWS.sockets).toHaveLength(1);
+    expect(log.filter((l) => l.name === "disconnected").map((l) => l.e.willRetry)).toEqual([false]);
+  });
+
+  it("never stops on a cut, even after a non-fatal error, nor on a failed attempt", async () => {
+    const c = newClient(format);
+    c.connect();
+    const ws = await up();
+    ws.push({ id: 9, error: { code: 4002, text: "publish rate", retryAfterMs: 1000, channel: "" } });
+    ws.closeFromServer(1006);
+    for (let i = 0; i < 20; i++) {
+      await retry(c);
+      FakeWS.last().closeFromServer(1006); // refused: the socket never opened
+    }
+    expect(c.state).toBe("disconnected");
+    expect(FakeWS.sockets.length).toBe(21);
+    const urls = new Set(FakeWS.sockets.map((s) => s.url));
+    expect(urls.size).toBe(2);
+  });
+
+  it("drops a channel the server refuses in Hello and keeps the session", async () => {
+    const c = newClient(format);
+    const log = record(c);
+    const ok = c.subscribe("news");
+    const no = c.subscribe("secret");
+    c.connect();
+    const ws = await up();
+    ws.push({ id: 1, subscribed: { channel: "news", position: { epoch: "e", offset: 0 }, resumed: false, recovered: false } });
+    ws.push({ id: 1, error: { code: 4005, text: "channel secret not allowed by the token", retryAfterMs: 0, channel: "secret" } });
+    await expect(no.ready).rejects.toMatchObject({ code: 4005 });
+    await expect(ok.ready).resolves.toMatchObject({ channel: "news" });
+    expect(c.state).toBe("connected");
+    expect(log.find((l) => l.name === "refused")!.e).toEqual({ channel: "secret", code: 4005, text: "channel secret not allowed by the token" });
+    ws.closeFromServer(1006);
+    await retry(c);
+    const ws2 = again("s-2");
+    expect(ws2.frames()[0].hello!.subscribe!.map((s) => s.channel)).toEqual(["news"]);
+  });
+
+  it("sends a publish again on the next session when the first ends before the answer", async () => {
+    const c = newClient(format);
+    c.connect();
+    const ws = await up();
+    const p = c.publish("news", "hello", { priority: 0 });
+    const [, first] = ws.frames();
+    expect(first.publish).toMatchObject({ channel: "news", priority: 0 });
+    expect(first.publish!.clientMessageId).not.toBe("");
+    ws.closeFromServer(1006);
+    await retry(c);
+    const ws2 = again("s-2");
+    const [, resent] = ws2.frames();
+    expect(resent.publish!.clientMessageId).toBe(first.publish!.clientMessageId);
+    ws2.push({ id: resent.id, published: { channel: "news", epoch: "e", offset: 1, duplicate: true } });
+    await expect(p).resolves.toEqual({ channel: "news", epoch: "e", offset: 1, duplicate: true });
+  });
+
+  it("reconnects when the server says nothing for two ping intervals", async () => {
+    const c = newClient(format);
+    const log = record(c);
+    c.connect();
+    const ws = await up("s-1", 1000);
+    await vi.advanceTimersByTimeAsync(1500);
+    ws.push({ ping: { payload: new Uint8Array(0) } });
+    await vi.advanceTimersByTimeAsync(1900);
+    expect(c.state).toBe("connected");
+    expect(log.some((l) => l.name === "disconnected")).toBe(false);
+    await vi.advanceTimersByTimeAsync(1200);
+    expect(ws.closedByClient).toBe(1000);
+    expect(log.find((l) => l.name === "disconnected")!.e.reason).toContain("two ping intervals");
+  });
+
+  it("gives up an attempt without Welcome after connectTimeoutMs", async () => {
+    const c = newClient(format, { connectTimeoutMs: 300 });
+    c.connect();
+    await flush();
+    FakeWS.last().accept();
+    await vi.advanceTimersByTimeAsync(299);
+    expect(c.state).toBe("connecting");
+    await vi.advanceTimersByTimeAsync(1);
+    expect(c.state).toBe("disconnected");
+  });
+
+  it("close() stops for good and rejects what waits", async () => {
+    const c = newClient(format);
+    const log = record(c);
+    c.connect();
+    const ws = await up();
+    c.close();
+    expect(ws.closedByClient).toBe(1000);
+    await expect(c.publish("news", "x")).rejects.toThrow("closed");
+    expect(log.at(-1)).toEqual({ name: "closed", e: { error: undefined } });
+    await vi.advanceTimersByTimeAsync(60000);
+    expect(FakeWS.sockets).toHaveLength(1);
+  });
+
+  it("forgets every position on 4006 with one gap per channel", async () => {
+    const c = newClient(format);
+    const gaps: any[] = [];
+    c.on("gap", (g) => gaps.push(g));
+    c.subscribe("a", { epoch: "e", offset: 3 });
+    c.connect();
+    const ws = await up();
+    ws.closeFromServer(4006, "resume impossible");
+    expect(gaps).toEqual([{ channel: "a", reason: "resume impossible", epoch: "e", fromOffset: 4, toOffset: 0, position: { epoch: "", offset: 0 } }]);
+    await retry(c);
+    const ws2 = again("s-2");
+    expect(ws2.frames()[0].hello!.subscribe).toEqual([{ channel: "a" }]);
+  });
+});
+
+describe("address choice", () => {
+  it("starts at a random address, so 3,000 clients land within 10 % of even on three", async () => {
+    const urls = ["ws://a/v1/ws", "ws://b/v1/ws", "ws://c/v1/ws"];
+    const random = mulberry32(7);
+    const clients: Client[] = [];
+    for (let i = 0; i < 3000; i++) {
+      const c = new Client({ urls, token: "t", WebSocket: FakeWS, random });
+      c.connect();
+      clients.push(c);
+    }
+    await flush();
+    expect(FakeWS.sockets).toHaveLength(3000);
+    const count = new Map<string, number>();
+    for (const s of FakeWS.sockets) count.set(s.url, (count.get(s.url) ?? 0) + 1);
+    for (const u of urls) {
+      expect(count.get(u)).toBeGreaterThan(900);
+      expect(count.get(u)).toBeLessThan(1100);
+    }
+    for (const c of clients) c.close();
+  });
+
+  it("goes to another address after each disconnect, over the whole list", async () => {
+    const urls = ["ws://a/v1/ws", "ws://b/v1/ws", "ws://c/v1/ws"];
+    const c = new Client({ urls, token: "t", WebSocket: FakeWS, random: mulberry32(3) });
+    const delays: number[] = [];
+    c.on("disconnected", (e) => delays.push(e.retryInMs!));
+    c.connect();
+    await flush();
+    for (let i = 0; i < 6; i++) {
+      FakeWS.last().closeFromServer(1006);
+      await vi.advanceTimersByTimeAsync(delays.at(-1)!);
+      await flush();
+    }
+    const seen = FakeWS.sockets.map((s) => s.url);
+    expect(seen).toHaveLength(7);
+    for (let i = 1; i < seen.length; i++) expect(seen[i]).not.toBe(seen[i - 1]);
+    expect(new Set(seen.slice(0, 3)).size).toBe(3);
+    c.close();
+  });
+});
