@@ -16,8 +16,8 @@ func floor(pkg string) (n int, ok bool) {
 	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
 	top, _, _ := strings.Cut(rel, "/")
 	switch {
-	case top == "cmd" || top == "bench":
-		return 1, true // programs: the binary and the benchmark drivers
+	case top == "cmd" || top == "bench" || top == "sdk":
+		return 1, true // programs: the binary, the benchmark drivers, the browser SDK's harness that runs the binary
 	case top == "fleet" || top == "kraken" || top == "sim":
 		return 2, true
 	case rel == "authdns/answer" || strings.HasPrefix(rel, "authdns/answer/"):
@@ -124,6 +124,7 @@ func TestFloorTable(t *testing.T) {
 	}{
 		{"cmd/corral", 1},
 		{"bench/hub/hubload", 1},
+		{"sdk/js/e2e", 1},
 		{"sim/report", 2},
 		{"authdns", 3},
 		{"authdns/answer", 4},

@@ -1,17 +1,15 @@
-// driver.mjs: opens one page in headless Chromium (Debian's, driven by
-// playwright-core) and prints what the page logs, a line per console
-// message, until its standard input closes. The Go tests of this folder run
-// it: node driver.mjs URL
+// driver.mjs: one headless Chromium (Debian's, driven by playwright-core)
+// for the Go tests of this folder. It reads commands on its standard input,
+//   open ID URL    open URL in a new page called ID
+//   close ID       close that page
+// prints every console message of a page as a line "ID text" (newlines
+// escaped as \n), and closes the browser when its input ends.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 
-const url = process.argv[2];
-if (!url) {
-  console.error("usage: node driver.mjs URL");
-  process.exit(2);
-}
 const profile = mkdtempSync(join(tmpdir(), "corral-chromium-"));
 // Without the networking flags Chromium reaches for the network at start,
 // which a closed machine answers slowly or not at all.
@@ -29,8 +27,10 @@ const ctx = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CORRAL_CHROMIUM || "/usr/bin/chromium",
   headless: true,
   args,
-  timeout: 60000,
+  timeout: 90000,
 });
+const out = (id, text) => process.stdout.write(`${id} ${String(text).replace(/\n/g, "\\n")}\n`);
+
 let done = false;
 const finish = async (code) => {
   if (done) return;
@@ -39,17 +39,31 @@ const finish = async (code) => {
   rmSync(profile, { recursive: true, force: true });
   process.exit(code);
 };
-// A test that dies leaves no browser behind.
-const limit = setTimeout(() => {
-  console.log("DRIVER time limit reached");
+// A test process that dies leaves no browser behind.
+setTimeout(() => {
+  out("DRIVER", "time limit reached");
   finish(3);
-}, Number(process.env.CORRAL_E2E_LIMIT_MS || 180000));
-limit.unref();
-process.stdin.on("end", () => finish(0));
-process.stdin.resume();
+}, Number(process.env.CORRAL_E2E_LIMIT_MS || 600000)).unref();
 
-const page = ctx.pages()[0] ?? (await ctx.newPage());
-page.on("console", (m) => console.log(m.text()));
-page.on("pageerror", (e) => console.log("PAGEERROR " + e.message));
-await page.goto(url);
-console.log("DRIVER loaded " + url);
+const pages = new Map();
+const lines = createInterface({ input: process.stdin });
+lines.on("line", async (l) => {
+  const [cmd, id, url] = l.split(" ");
+  try {
+    if (cmd === "open") {
+      const page = await ctx.newPage();
+      pages.set(id, page);
+      page.on("console", (m) => out(id, m.text()));
+      page.on("pageerror", (e) => out(id, "PAGEERROR " + e.message));
+      await page.goto(url);
+      out(id, "DRIVER loaded");
+    } else if (cmd === "close") {
+      await pages.get(id)?.close();
+      pages.delete(id);
+    }
+  } catch (e) {
+    out(id, "PAGEERROR driver: " + e.message);
+  }
+});
+lines.on("close", () => finish(0));
+out("DRIVER", "ready");

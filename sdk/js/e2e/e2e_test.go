@@ -35,20 +35,20 @@ func token(t *testing.T) string {
 // event is a line "E2E {json}" of page.html.
 type event struct {
 	at           time.Time
-	Ev           string `json:"ev"`
-	Client       string `json:"client"`
-	URL          string `json:"url"`
-	Node         string `json:"node"`
-	Code         int    `json:"code"`
-	Reason       string `json:"reason"`
-	RetryAfterMs int    `json:"retryAfterMs"`
+	Ev           string  `json:"ev"`
+	Client       string  `json:"client"`
+	URL          string  `json:"url"`
+	Node         string  `json:"node"`
+	Code         int     `json:"code"`
+	Reason       string  `json:"reason"`
+	RetryAfterMs int     `json:"retryAfterMs"`
 	RetryInMs    float64 `json:"retryInMs"`
-	Recovered    bool   `json:"recovered"`
-	Offset       uint64 `json:"offset"`
-	Text         string `json:"text"`
+	Recovered    bool    `json:"recovered"`
+	Offset       uint64  `json:"offset"`
+	Text         string  `json:"text"`
 }
 
-func events(b *browser) []event {
+func events(b *page) []event {
 	var out []event
 	for _, l := range b.snapshot() {
 		rest, ok := strings.CutPrefix(l.text, "E2E ")
@@ -202,9 +202,13 @@ func TestBrowserResumesAcrossDrain(t *testing.T) {
 	// messages were published while it was away, so the resume carried them.
 	var away, resumed bool
 	var gone time.Time
+	var story []string
 	for _, e := range events(b) {
 		if e.Client != "proto" {
 			continue
+		}
+		if e.Ev != "message" {
+			story = append(story, fmt.Sprintf("%s %s %s %d %q %v", e.at.Format("15:04:05.000"), e.Ev, e.Node, e.Code, e.Reason, e.RetryInMs))
 		}
 		switch e.Ev {
 		case "disconnected":
@@ -237,5 +241,6 @@ func TestBrowserResumesAcrossDrain(t *testing.T) {
 	if meanwhile == 0 {
 		t.Errorf("no message was published while the binary client was away: the resume was not tested")
 	}
+	t.Logf("the binary client's events:\n%s", strings.Join(story, "\n"))
 	t.Logf("%d messages, %d published while the binary client was away (%v between its disconnect and its reconnect)", last, meanwhile, back.at.Sub(gone).Round(time.Millisecond))
 }

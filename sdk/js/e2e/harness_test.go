@@ -71,14 +71,16 @@ var (
 func build(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		start := time.Now()
+		defer func() { t.Logf("built the SDK and corral in %v", time.Since(start).Round(time.Millisecond)) }()
 		binDir, buildErr = os.MkdirTemp("", "corral-sdkjs-e2e-")
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("node", "build.mjs")
+		cmd := exec.Command("node", "build.mjs", "--no-types")
 		cmd.Dir = sdk
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("node build.mjs: %v\n%s", err, out)
+			buildErr = fmt.Errorf("node build.mjs --no-types: %v\n%s", err, out)
 			return
 		}
 		cmd = exec.Command("go", "build", "-o", filepath.Join(binDir, "corral"), "./cmd/corral")
@@ -95,6 +97,7 @@ func build(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopBrowser()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -179,6 +182,8 @@ func startHub(t *testing.T, bin, name string, env ...string) *hubProc {
 			t.Logf("log of %s:\n%s", name, h.log.String())
 		}
 	})
+	start := time.Now()
+	defer func() { t.Logf("%s up in %v", name, time.Since(start).Round(time.Millisecond)) }()
 	select {
 	case h.addr = <-up:
 	case <-h.done:
@@ -270,75 +275,135 @@ func pageServer(t *testing.T, pages map[string][]byte) *httptest.Server {
 	return srv
 }
 
-// line is one console line of the page, with the time the test read it.
+// line is one console line of a page, with the time the test read it.
 type line struct {
 	at   time.Time
 	text string
 }
 
-// browser is a page in headless Chromium (driver.mjs).
-type browser struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	mu    sync.Mutex
-	lines []line
-	done  chan struct{}
+// driver is the headless Chromium of the test process (driver.mjs), shared
+// by the tests: one browser start (the slow part), a page per test.
+type driver struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex // guards stdin writes, lines and next
+	stdin  io.WriteCloser
+	lines  map[string][]line // by page id
+	next   int
+	done   chan struct{}
+	stderr testkit.SyncBuffer
 }
 
-// openPage starts driver.mjs on url; the browser closes at the end of the test.
-func openPage(t *testing.T, url string) *browser {
+var (
+	drvOnce sync.Once
+	drv     *driver
+	drvErr  error
+)
+
+// browser returns the shared driver, starting it on first use and waiting
+// until Chromium is up.
+func browser(t *testing.T) *driver {
 	t.Helper()
-	b := &browser{done: make(chan struct{})}
-	b.cmd = exec.Command("node", "driver.mjs", url)
-	b.cmd.Env = append(os.Environ(), "CORRAL_CHROMIUM="+chromium())
-	var err error
-	if b.stdin, err = b.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
+	drvOnce.Do(func() {
+		start := time.Now()
+		d := &driver{lines: map[string][]line{}, done: make(chan struct{})}
+		d.cmd = exec.Command("node", "driver.mjs")
+		d.cmd.Env = append(os.Environ(), "CORRAL_CHROMIUM="+chromium())
+		d.cmd.Stderr = &d.stderr
+		var stdout io.ReadCloser
+		if d.stdin, drvErr = d.cmd.StdinPipe(); drvErr != nil {
+			return
+		}
+		if stdout, drvErr = d.cmd.StdoutPipe(); drvErr != nil {
+			return
+		}
+		if drvErr = d.cmd.Start(); drvErr != nil {
+			return
+		}
+		ready := make(chan struct{})
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				id, text, _ := strings.Cut(sc.Text(), " ")
+				if id == "DRIVER" && text == "ready" {
+					close(ready)
+					continue
+				}
+				d.mu.Lock()
+				d.lines[id] = append(d.lines[id], line{at: time.Now(), text: strings.ReplaceAll(text, `\n`, "\n")})
+				d.mu.Unlock()
+			}
+			_ = d.cmd.Wait()
+			close(d.done)
+		}()
+		select {
+		case <-ready:
+			drv = d
+			t.Logf("Chromium up in %v", time.Since(start).Round(time.Millisecond))
+		case <-d.done:
+			drvErr = fmt.Errorf("the browser driver stopped before Chromium was up:\n%s", d.stderr.String())
+		case <-time.After(120 * time.Second):
+			_ = d.cmd.Process.Kill()
+			drvErr = fmt.Errorf("Chromium not up after 120 s:\n%s", d.stderr.String())
+		}
+	})
+	if drvErr != nil {
+		t.Fatal(drvErr)
 	}
-	stdout, err := b.cmd.StdoutPipe()
+	return drv
+}
+
+// stopBrowser closes the shared browser (TestMain, after the tests).
+func stopBrowser() {
+	if drv == nil {
+		return
+	}
+	drv.stdin.Close()
+	select {
+	case <-drv.done:
+	case <-time.After(30 * time.Second):
+		_ = drv.cmd.Process.Kill()
+	}
+}
+
+// page is one page of the shared browser.
+type page struct {
+	d  *driver
+	id string
+}
+
+// openPage opens url in a new page; it closes at the end of the test.
+func openPage(t *testing.T, url string) *page {
+	t.Helper()
+	d := browser(t)
+	d.mu.Lock()
+	d.next++
+	p := &page{d: d, id: fmt.Sprint(d.next)}
+	_, err := fmt.Fprintf(d.stdin, "open %s %s\n", p.id, url)
+	d.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr testkit.SyncBuffer
-	b.cmd.Stderr = &stderr
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			b.mu.Lock()
-			b.lines = append(b.lines, line{at: time.Now(), text: sc.Text()})
-			b.mu.Unlock()
-		}
-		_ = b.cmd.Wait()
-		close(b.done)
-	}()
 	t.Cleanup(func() {
-		b.stdin.Close() // the driver closes the browser and exits
-		select {
-		case <-b.done:
-		case <-time.After(30 * time.Second):
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
+		d.mu.Lock()
+		_, _ = fmt.Fprintf(d.stdin, "close %s\n", p.id)
+		d.mu.Unlock()
 		if t.Failed() {
-			t.Logf("page console:\n%s\ndriver stderr:\n%s", b.text(), stderr.String())
+			t.Logf("page console:\n%s\ndriver stderr:\n%s", p.text(), d.stderr.String())
 		}
 	})
-	return b
+	return p
 }
 
-func (b *browser) snapshot() []line {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]line(nil), b.lines...)
+func (p *page) snapshot() []line {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	return append([]line(nil), p.d.lines[p.id]...)
 }
 
-func (b *browser) text() string {
+func (p *page) text() string {
 	var s strings.Builder
-	for _, l := range b.snapshot() {
+	for _, l := range p.snapshot() {
 		s.WriteString(l.text + "\n")
 	}
 	return s.String()
@@ -346,11 +411,13 @@ func (b *browser) text() string {
 
 // waitLine waits for a console line that satisfies ok, failing on a page
 // error or when the driver stops.
-func (b *browser) waitLine(t *testing.T, what string, ok func(string) bool) line {
+func (p *page) waitLine(t *testing.T, what string, ok func(string) bool) line {
 	t.Helper()
 	var found line
+	start := time.Now()
+	defer func() { t.Logf("%s after %v", what, time.Since(start).Round(time.Millisecond)) }()
 	testkit.WaitFor(t, 90*time.Second, what, func() bool {
-		for _, l := range b.snapshot() {
+		for _, l := range p.snapshot() {
 			if strings.HasPrefix(l.text, "PAGEERROR ") {
 				t.Fatalf("page error while waiting for %s: %s", what, l.text)
 			}
@@ -360,8 +427,8 @@ func (b *browser) waitLine(t *testing.T, what string, ok func(string) bool) line
 			}
 		}
 		select {
-		case <-b.done:
-			t.Fatalf("the browser driver stopped while waiting for %s", what)
+		case <-p.d.done:
+			t.Fatalf("the browser driver stopped while waiting for %s:\n%s", what, p.d.stderr.String())
 		default:
 		}
 		return false

@@ -181,12 +181,12 @@ func serverFrames() map[string]*corralv1.ServerFrame {
 		"message": {Frame: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
 			Channel: "news", Epoch: "ep-1", Offset: 1<<53 - 1, Priority: corralv1.Priority_PRIORITY_P0, Data: []byte("héllo\x00\xff"), TimeUnixMs: -5}}},
 		"message-unspecified": {Frame: &corralv1.ServerFrame_Message{Message: &corralv1.Message{Channel: "a", Epoch: "e", Offset: 1}}},
-		"gap": {Frame: &corralv1.ServerFrame_Gap{Gap: &corralv1.Gap{Channel: "news", Epoch: "ep-1", FromOffset: 10, ToOffset: 12, Reason: "slow consumer"}}},
-		"goaway": {Frame: &corralv1.ServerFrame_GoAway{GoAway: &corralv1.GoAway{Code: 1001, Reason: "draining", RetryAfterMs: 1500, Drain: true}}},
-		"ping":   {Frame: &corralv1.ServerFrame_Ping{Ping: &corralv1.Ping{}}},
-		"pong":   {Id: 4, Frame: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{Payload: []byte("x")}}},
-		"error":  {Id: 1, Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: 4005, Text: "channel secret not allowed by the token", Channel: "secret"}}},
-		"error-close": {Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: 1013, Text: "overloaded", RetryAfterMs: 2000}}},
+		"gap":                 {Frame: &corralv1.ServerFrame_Gap{Gap: &corralv1.Gap{Channel: "news", Epoch: "ep-1", FromOffset: 10, ToOffset: 12, Reason: "slow consumer"}}},
+		"goaway":              {Frame: &corralv1.ServerFrame_GoAway{GoAway: &corralv1.GoAway{Code: 1001, Reason: "draining", RetryAfterMs: 1500, Drain: true}}},
+		"ping":                {Frame: &corralv1.ServerFrame_Ping{Ping: &corralv1.Ping{}}},
+		"pong":                {Id: 4, Frame: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{Payload: []byte("x")}}},
+		"error":               {Id: 1, Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: 4005, Text: "channel secret not allowed by the token", Channel: "secret"}}},
+		"error-close":         {Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: 1013, Text: "overloaded", RetryAfterMs: 2000}}},
 	}
 }
 
