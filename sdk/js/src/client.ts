@@ -564,7 +564,10 @@ export class Client extends Emitter<ClientEvents> {
       if (f.goAway) this.said = { code: f.goAway.code || CloseCode.GoingAway, retryAfterMs: f.goAway.retryAfterMs, text: f.goAway.reason };
       return;
     }
-    if (f.id > 1) {
+    // A reply carries the id of its request; a server's Ping carries an id
+    // of the server's own (echoed in the Pong), never a reply.
+    const reply = f.subscribed || f.published || f.pong || f.error;
+    if (f.id > 1 && reply) {
       const r = this.pending.get(f.id);
       if (r) {
         this.pending.delete(f.id);
@@ -584,8 +587,8 @@ export class Client extends Emitter<ClientEvents> {
     else if (f.error) {
       if (f.error.channel) this.refuse(f.error.channel, f.error.code, f.error.text);
       else if (f.id === 0) this.said = { code: f.error.code, retryAfterMs: f.error.retryAfterMs, text: f.error.text };
-    } else if (f.unsubscribed && this.subs.get(f.unsubscribed.channel)) {
-      // The server ended the subscription.
+    } else if (f.unsubscribed && f.id === 0 && this.subs.get(f.unsubscribed.channel)) {
+      // The server ended the subscription (an answer to our Unsubscribe has its id).
       const channel = f.unsubscribed.channel;
       this.refuse(channel, CloseCode.Normal, f.unsubscribed.reason || "ended by the server");
     }

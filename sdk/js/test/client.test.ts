@@ -104,6 +104,36 @@ describe.each(["proto", "json"] as const)("client over %s", (format) => {
     expect(c.position("news")).toEqual({ epoch: "e1", offset: 12 });
   });
 
+  it("answers a server ping whose id is that of a pending request without taking it as the reply", async () => {
+    const c = newClient(format);
+    c.connect();
+    const ws = await up();
+    const p = c.publish("news", "x");
+    const [, pub] = ws.frames();
+    ws.push({ id: pub.id, ping: { payload: new Uint8Array(0) } });
+    expect(ws.frames().at(-1)).toEqual({ id: pub.id, pong: { payload: new Uint8Array(0) } });
+    ws.push({ id: pub.id, published: { channel: "news", epoch: "e", offset: 3, duplicate: false } });
+    await expect(p).resolves.toMatchObject({ offset: 3 });
+  });
+
+  it("keeps a channel subscribed again after the answer to its Unsubscribe, and ends it when the server does", async () => {
+    const c = newClient(format);
+    const refused: string[] = [];
+    c.on("refused", (e) => refused.push(e.channel));
+    c.connect();
+    const ws = await up();
+    c.subscribe("news");
+    c.unsubscribe("news");
+    const unsub = ws.frames().at(-1)!;
+    expect(unsub.unsubscribe).toEqual({ channel: "news" });
+    c.subscribe("news");
+    ws.push({ id: unsub.id, unsubscribed: { channel: "news", reason: "" } });
+    expect(c.position("news")).toBeUndefined();
+    expect(refused).toEqual([]);
+    ws.push({ unsubscribed: { channel: "news", reason: "channel deleted" } });
+    expect(refused).toEqual(["news"]);
+  });
+
   it("resumes every channel from its position in Hello, on the next address", async () => {
     const c = newClient(format, { random: () => 0.99 });
     const log = record(c);
