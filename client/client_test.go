@@ -12,6 +12,7 @@ func TestParseAddr(t *testing.T) {
 		bad                                bool
 	}{
 		{"ws://h:1/v1/ws", "", "ws", "ws://h:1/v1/ws", false},
+		{"ws://h:1", "", "ws", "ws://h:1/v1/ws", false},
 		{"grpc://h:2", "", "grpc", "h:2", false},
 		{"h:3", "grpc", "grpc", "h:3", false},
 		{"h:4", "", "ws", "ws://h:4/v1/ws", false},

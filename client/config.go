@@ -105,10 +105,14 @@ func (c Config) Validate() error {
 func parseAddr(a, transport string) (string, string, error) {
 	switch {
 	case strings.HasPrefix(a, "ws://"), strings.HasPrefix(a, "wss://"):
-		if _, err := url.Parse(a); err != nil {
+		u, err := url.Parse(a)
+		if err != nil {
 			return "", "", fmt.Errorf("client: address %q: %w", a, err)
 		}
-		return "ws", a, nil
+		if u.Path == "" {
+			u.Path = "/v1/ws" // the hub's WebSocket endpoint
+		}
+		return "ws", u.String(), nil
 	case strings.HasPrefix(a, "grpc://"):
 		return "grpc", strings.TrimPrefix(a, "grpc://"), nil
 	case strings.Contains(a, "://"):

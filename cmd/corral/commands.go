@@ -21,6 +21,9 @@ func commands() []func(*globals) *cobra.Command {
 		newDNSCmd,
 		newHubCmd,
 		newShardCmd,
+		newTokenCmd,
+		newSubCmd,
+		newPubCmd,
 	}
 }
 
