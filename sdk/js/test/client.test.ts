@@ -305,6 +305,24 @@ describe.each(["proto", "json"] as const)("client over %s", (format) => {
     expect(ws2.frames()[0].hello!.subscribe!.map((s) => s.channel)).toEqual(["news"]);
   });
 
+  it("rejects the ready of a Subscribe the server refuses, and asks the token function before every attempt", async () => {
+    let n = 0;
+    const c = newClient(format, { token: () => `tok-${++n}` });
+    const log = record(c);
+    c.connect();
+    const ws = await up();
+    const sub = c.subscribe("billing");
+    const s = ws.frames().at(-1)!;
+    ws.push({ id: s.id, error: { code: 4005, text: "channel billing not allowed by the token", retryAfterMs: 0, channel: "billing" } });
+    await expect(sub.ready).rejects.toMatchObject({ code: 4005 });
+    expect(log.filter((l) => l.name === "refused").map((l) => l.e.channel)).toEqual(["billing"]);
+    expect(c.state).toBe("connected");
+    ws.closeFromServer(1006);
+    await retry(c);
+    const ws2 = again("s-2");
+    expect(ws2.frames()[0].hello).toMatchObject({ token: "tok-2", subscribe: [] });
+  });
+
   it("sends a publish again on the next session when the first ends before the answer", async () => {
     const c = newClient(format);
     c.connect();
