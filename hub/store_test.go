@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,52 @@ func TestRunReturnsWhenListenFails(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after its listener failed")
 	}
+}
+
+// TestHubWaitsForNATS runs a hub whose external NATS (nats.url) is not up
+// yet, as when hubs and NATS start together: the hub waits, not ready,
+// and serves once a NATS server with JetStream comes up at the URL.
+func TestHubWaitsForNATS(t *testing.T) {
+	addrs, err := natsutil.FreeAddrs(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(addrs[0])
+	cfg := DefaultConfig()
+	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = "127.0.0.1:0", "", ""
+	cfg.NATS.URL = "nats://" + addrs[0]
+	cfg.NATS.ConnectTimeout = time.Second
+	h, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- h.Run(ctx) }()
+	testkit.WaitFor(t, 30*time.Second, "Ready to say the history is unavailable", func() bool {
+		select {
+		case err := <-ran:
+			t.Fatalf("the hub exited while NATS was down: %v", err)
+		default:
+		}
+		err := h.Ready()
+		return err != nil && strings.Contains(err.Error(), "history unavailable")
+	})
+
+	p, _ := strconv.Atoi(port)
+	srv, err := server.NewServer(&server.Options{Host: host, Port: p, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Shutdown()
+	testkit.WaitFor(t, 60*time.Second, "the hub to be ready once NATS is up", func() bool { return h.Ready() == nil })
+	if _, err := h.Publish(ctx, PublishRequest{Tenant: "acme", Channel: "c", Data: []byte("x")}); err != nil {
+		t.Fatalf("publish once ready: %v", err)
+	}
+	sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+	defer c()
+	_ = h.Shutdown(sctx)
+	<-ran
 }

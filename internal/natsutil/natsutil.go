@@ -48,7 +48,9 @@ func (e *Embedded) Shutdown() {
 }
 
 // Connect starts the embedded server (when cfg.URL is empty) and connects
-// to it or to the external URL. name labels the client connection (it shows
+// to it or to the external URL; an external URL that does not answer yet is
+// retried in the background (Connect returns a connection that is still
+// connecting). name labels the client connection (it shows
 // in NATS monitoring). The logger receives the embedded server's warnings
 // and errors; nil discards them.
 func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*Conn, error) {
@@ -59,6 +61,13 @@ func Connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*C
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts := []nats.Option{nats.Name(name), nats.Timeout(cfg.timeout()), nats.MaxReconnects(-1)}
+	if cfg.URL != "" {
+		// An external NATS that is not up yet (its pods start with the
+		// hubs') is waited for, as a lost connection is: the connection
+		// keeps trying in the background and its user sees JetStream fail
+		// until it connects.
+		opts = append(opts, nats.RetryOnFailedConnect(true))
+	}
 	c := &Conn{persistent: cfg.URL != "" || cfg.StoreDir != ""}
 	if cfg.URL == "" {
 		emb, err := StartServer(cfg, log)
