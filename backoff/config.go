@@ -84,6 +84,13 @@ func (c Config) Validate() error {
 	return err
 }
 
+// DefaultConfig returns the zero Config with its defaults filled in: full
+// jitter, base 500 ms, cap 30 s, multiplier 2, hints clamped at 1 h.
+func DefaultConfig() Config {
+	c, _ := Config{}.WithDefaults() // the zero Config is valid
+	return c
+}
+
 // WithDefaults returns c with every zero field replaced by the policy's
 // default, or the first error Validate would report.
 func (c Config) WithDefaults() (Config, error) {

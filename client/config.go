@@ -69,6 +69,11 @@ func (p Priority) Rank() int {
 	return 2
 }
 
+// DefaultConfig returns the defaults of every field but Addrs and Token,
+// which a caller must set: WebSocket, P2, reconnects jittered between 50 ms
+// and 5 s, a 5 s dial timeout, 1024 buffered events.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
 func (c Config) withDefaults() Config {
 	c.ReconnectMin = cmp.Or(c.ReconnectMin, 50*time.Millisecond)
 	c.ReconnectMax = cmp.Or(c.ReconnectMax, 5*time.Second)

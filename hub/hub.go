@@ -132,7 +132,7 @@ func New(cfg Config, opts Options) (*Hub, error) {
 		return nil, err
 	}
 	h := &Hub{
-		cfg: cfg, sess: cfg.Session.withDefaults(), histCfg: cfg.History.Defaults(),
+		cfg: cfg, sess: cfg.Session.withDefaults(), histCfg: cfg.History.WithDefaults(),
 		ingestCfg: cfg.Ingest.withDefaults(), drainCfg: cfg.Drain.withDefaults(),
 		opts: opts, log: opts.Logger, now: opts.Now, verifier: v,
 		seed: maphash.MakeSeed(), started: make(chan struct{}), done: make(chan struct{}),

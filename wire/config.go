@@ -67,6 +67,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// DefaultConfig returns the default bounds (DefaultMaxFrameBytes and the
+// other Default constants).
+func DefaultConfig() Config { return Config{}.WithDefaults() }
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	if c.MaxFrameBytes == 0 {

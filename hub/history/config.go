@@ -7,7 +7,7 @@ import (
 	"github.com/corralhq/corral/internal/config"
 )
 
-// Config bounds a history store. The zero value, after Defaults, keeps 30
+// Config bounds a history store. The zero value, after WithDefaults, keeps 30
 // seconds and at most 1000 messages (and 1 MiB in memory) per channel.
 type Config struct {
 	// Store is "jetstream" (history in a JetStream stream, shared by every
@@ -44,8 +44,12 @@ const (
 	StoreMemory    = "memory"
 )
 
-// Defaults returns cfg with zero fields set to their defaults.
-func (c Config) Defaults() Config {
+// DefaultConfig returns the defaults: the JetStream store, a 30 s window,
+// 24 h of channel metadata, 1000 messages and 1 MiB per channel, 1 replica.
+func DefaultConfig() Config { return Config{}.WithDefaults() }
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
 	c.Store = cmp.Or(c.Store, StoreJetStream)
 	c.Window = cmp.Or(c.Window, 30*time.Second)
 	c.MetaTTL = cmp.Or(c.MetaTTL, 24*time.Hour)
@@ -74,8 +78,8 @@ func (c Config) Validate() error {
 	if c.MetaTTL < 0 {
 		return config.Errorf("meta_ttl", "history: must not be negative, got %v", c.MetaTTL)
 	}
-	if c.MetaTTL != 0 && c.MetaTTL < c.Defaults().Window {
-		return config.Errorf("meta_ttl", "history: must be at least the window (%v), got %v", c.Defaults().Window, c.MetaTTL)
+	if c.MetaTTL != 0 && c.MetaTTL < c.WithDefaults().Window {
+		return config.Errorf("meta_ttl", "history: must be at least the window (%v), got %v", c.WithDefaults().Window, c.MetaTTL)
 	}
 	if c.MaxMessages < 0 {
 		return config.Errorf("max_messages", "history: must not be negative, got %d", c.MaxMessages)

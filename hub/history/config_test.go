@@ -29,10 +29,10 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	if d := (Config{Window: time.Hour}).Defaults(); d.MetaTTL != 24*time.Hour {
+	if d := (Config{Window: time.Hour}).WithDefaults(); d.MetaTTL != 24*time.Hour {
 		t.Errorf("default meta_ttl %v, want 24h", d.MetaTTL)
 	}
-	if d := (Config{Window: 48 * time.Hour}).Defaults(); d.MetaTTL != 48*time.Hour {
+	if d := (Config{Window: 48 * time.Hour}).WithDefaults(); d.MetaTTL != 48*time.Hour {
 		t.Errorf("meta_ttl under a 48h window defaults to %v, want the window", d.MetaTTL)
 	}
 }

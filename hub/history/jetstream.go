@@ -108,7 +108,7 @@ func NewJetStream(cfg Config, opts JetStreamOptions) *JetStream {
 	if opts.NewEpoch == nil {
 		opts.NewEpoch = NewEpoch
 	}
-	return &JetStream{cfg: cfg.Defaults(), opts: opts, seed: maphash.MakeSeed(), last: make(map[string]jsLast)}
+	return &JetStream{cfg: cfg.WithDefaults(), opts: opts, seed: maphash.MakeSeed(), last: make(map[string]jsLast)}
 }
 
 // Open creates or updates the stream.

@@ -47,7 +47,7 @@ var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty memory store bounded by cfg (defaults applied).
 func NewMemory(cfg Config, opts MemoryOptions) *Memory {
-	m := &Memory{cfg: cfg.Defaults(), now: opts.Now, newEpoch: opts.NewEpoch, seed: maphash.MakeSeed()}
+	m := &Memory{cfg: cfg.WithDefaults(), now: opts.Now, newEpoch: opts.NewEpoch, seed: maphash.MakeSeed()}
 	if m.now == nil {
 		m.now = time.Now
 	}

@@ -285,3 +285,109 @@ func receiverName(e ast.Expr) string {
 	}
 	return "?"
 }
+
+// TestDefaultsSpelling checks the one spelling of defaults in the public
+// packages: a function DefaultConfig (or Default<Name>Config for a package
+// with several configs) that returns a value, and a method WithDefaults
+// that fills the zero fields; no function or method named Defaults, no
+// default config handed out by pointer.
+func TestDefaultsSpelling(t *testing.T) {
+	root := filepath.Join("..", "..")
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "internal", "testdata", "node_modules", ".git":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for _, v := range defaultsMisspelt(f) {
+			t.Errorf("%s: %s", filepath.ToSlash(rel), v)
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("checked only %d files", checked)
+	}
+}
+
+func TestDefaultsMisspeltFindsEach(t *testing.T) {
+	src := `package p
+
+type Config struct{}
+
+func Defaults() Config { return Config{} }
+
+func DefaultConfig() *Config { return nil }
+
+func DefaultPoolConfig() *Config { return nil }
+
+func (c Config) Defaults() Config { return c }
+
+func DefaultShedderConfig() Config { return Config{} }
+
+func (c Config) WithDefaults() Config { return c }
+
+func defaults() Config { return Config{} }
+`
+	f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(defaultsMisspelt(f), "\n")
+	want := strings.Join([]string{
+		"func Defaults: name it DefaultConfig",
+		"func DefaultConfig returns a pointer: return the value",
+		"func DefaultPoolConfig returns a pointer: return the value",
+		"method Config.Defaults: name it WithDefaults",
+	}, "\n")
+	if got != want {
+		t.Fatalf("found\n%s\nwant\n%s", got, want)
+	}
+}
+
+// defaultsMisspelt lists the exported functions and methods of f that
+// break the spelling of defaults.
+func defaultsMisspelt(f *ast.File) []string {
+	var out []string
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || !fd.Name.IsExported() {
+			continue
+		}
+		name := fd.Name.Name
+		if fd.Recv != nil {
+			if name == "Defaults" {
+				out = append(out, "method "+receiverName(fd.Recv.List[0].Type)+".Defaults: name it WithDefaults")
+			}
+			continue
+		}
+		switch {
+		case name == "Defaults":
+			out = append(out, "func Defaults: name it DefaultConfig")
+		case strings.HasPrefix(name, "Default") && strings.HasSuffix(name, "Config"):
+			if r := fd.Type.Results; r != nil && len(r.List) == 1 {
+				if _, ptr := r.List[0].Type.(*ast.StarExpr); ptr {
+					out = append(out, "func "+name+" returns a pointer: return the value")
+				}
+			}
+		}
+	}
+	return out
+}
