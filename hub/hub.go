@@ -291,7 +291,8 @@ func (h *Hub) run(ctx context.Context) (err error) {
 		})
 	}
 	wg.Go(func() { h.sweep(ctx) })
-	wg.Go(func() { h.probeHistory(ctx, historyProbeInterval) })
+	store := h.store // the store as opened (tests swap h.store later)
+	wg.Go(func() { h.probeHistory(ctx, store, historyProbeInterval) })
 	wg.Go(func() { h.severLoop(ctx, 100*time.Millisecond) })
 	wg.Go(func() { h.tickSessions(ctx) })
 	h.ready.Store(true)

@@ -143,8 +143,8 @@ func (h *Hub) clusterSize() int {
 // Ready fails while history can be neither read nor written (a NATS node
 // holding an unreplicated stream is gone, a replicated one lost its
 // quorum), and passes again when it recovers.
-func (h *Hub) probeHistory(ctx context.Context, period time.Duration) {
-	c, ok := h.store.(interface{ Check(context.Context) error })
+func (h *Hub) probeHistory(ctx context.Context, store history.Store, period time.Duration) {
+	c, ok := store.(interface{ Check(context.Context) error })
 	if !ok {
 		return
 	}
@@ -168,7 +168,7 @@ func (h *Hub) probeHistory(ctx context.Context, period time.Duration) {
 			h.log.Info("history available again: ready")
 		}
 		if err == nil {
-			h.scaleHistory(ctx)
+			h.scaleHistory(ctx, store)
 		}
 	})
 }
@@ -177,8 +177,8 @@ func (h *Hub) probeHistory(ctx context.Context, period time.Duration) {
 // not configured and the NATS cluster turns out larger than the hub saw at
 // start (a fresh cluster whose last node joined after JetStream answered,
 // or a cluster that grew).
-func (h *Hub) scaleHistory(ctx context.Context) {
-	s, ok := h.store.(interface {
+func (h *Hub) scaleHistory(ctx context.Context, store history.Store) {
+	s, ok := store.(interface {
 		Scale(context.Context, int) error
 	})
 	if !ok || h.cfg.History.Replicas != 0 {
