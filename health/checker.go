@@ -218,6 +218,16 @@ type Ref struct{ s *slot }
 // Healthy reports whether the referenced check is healthy.
 func (r Ref) Healthy() bool { return r.s != nil && r.s.healthy.Load() }
 
+// HealthyFlag returns the boolean Healthy reads, nil for the zero Ref, so
+// that a caller on a hot path (authdns/answer's FlagProbe) can load it
+// without a method call. Only the Checker stores to it.
+func (r Ref) HealthyFlag() *atomic.Bool {
+	if r.s == nil {
+		return nil
+	}
+	return &r.s.healthy
+}
+
 // Ref returns a reference to the named check and whether a check of that
 // name is configured now. The reference is valid either way: for a name
 // not configured yet it reads false until an Update adds the check, so a

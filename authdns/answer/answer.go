@@ -3,6 +3,7 @@ package answer
 import (
 	"math/bits"
 	"net/netip"
+	"sync/atomic"
 )
 
 // Source is a source of uniformly distributed random numbers, such as the
@@ -41,7 +42,11 @@ type Set struct {
 	recs   []Record
 	// health holds each record's probe, nil for an always-healthy record.
 	health []Probe
-	sel    selector
+	// flags holds the flag of each record's probe (nil for an
+	// always-healthy record) when every probe is a FlagProbe with a flag;
+	// it is nil otherwise.
+	flags []*atomic.Bool
+	sel   selector
 }
 
 // NewSet validates cfg and compiles it into a Set.
@@ -57,8 +62,28 @@ func NewSet(cfg Config) (*Set, error) {
 	for i, r := range s.recs {
 		s.health[i] = r.Health
 	}
+	s.flags = flagsOf(s.health)
 	s.sel = cfg.Policy.build(&cfg)
 	return s, nil
+}
+
+// flagsOf returns the flags of probes (nil for a nil probe), or nil when
+// one of them is not a FlagProbe with a flag.
+func flagsOf(probes []Probe) []*atomic.Bool {
+	flags := make([]*atomic.Bool, len(probes))
+	for i, p := range probes {
+		if p == nil {
+			continue
+		}
+		fp, ok := p.(FlagProbe)
+		if !ok {
+			return nil
+		}
+		if flags[i] = fp.HealthyFlag(); flags[i] == nil {
+			return nil
+		}
+	}
+	return flags
 }
 
 // Policy returns the set's policy.
@@ -85,6 +110,10 @@ func (s *Set) Select(dst []int, q Query, r Source) ([]int, Result) {
 
 // up reports whether record i is healthy.
 func (s *Set) up(i int) bool {
+	if s.flags != nil {
+		f := s.flags[i]
+		return f == nil || f.Load()
+	}
 	p := s.health[i]
 	return p == nil || p.Healthy()
 }

@@ -3,6 +3,7 @@ package answer
 import (
 	"errors"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/corralhq/corral/shard"
 )
@@ -25,6 +26,16 @@ const (
 // concurrent use.
 type Probe interface {
 	Healthy() bool
+}
+
+// FlagProbe is a Probe whose state is one atomic boolean (health.Ref is
+// one). When every probe of a set is one, Select loads the flags itself
+// instead of calling Healthy, an interface call per candidate record.
+type FlagProbe interface {
+	Probe
+	// HealthyFlag returns the boolean that Healthy reports, or nil when
+	// Healthy must be called. It is called once, when the set is built.
+	HealthyFlag() *atomic.Bool
 }
 
 // Record is what selection knows of one record of a set. The zero value is

@@ -18,9 +18,17 @@ var Multivalue = &Policy{
 type multivalue struct{ n int }
 
 func (m multivalue) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
-	for i, p := range s.health {
-		if p == nil || p.Healthy() {
-			dst = append(dst, i)
+	if s.flags != nil {
+		for i, f := range s.flags {
+			if f == nil || f.Load() {
+				dst = append(dst, i)
+			}
+		}
+	} else {
+		for i, p := range s.health {
+			if p == nil || p.Healthy() {
+				dst = append(dst, i)
+			}
 		}
 	}
 	open := len(dst) == 0
