@@ -113,6 +113,8 @@ type Hub struct {
 
 	grants grants
 
+	workers *workers // message handlers, writers and handshakes (workers.go)
+
 	testHookWSOpen func(*wsEarly, *nbws.Conn) // tests: runs first in OnOpen
 }
 
@@ -136,6 +138,7 @@ func New(cfg Config, opts Options) (*Hub, error) {
 		ingestCfg: cfg.Ingest.withDefaults(), drainCfg: cfg.Drain.withDefaults(),
 		opts: opts, log: opts.Logger, now: opts.Now, verifier: v,
 		seed: maphash.MakeSeed(), started: make(chan struct{}), done: make(chan struct{}),
+		workers:  newWorkers(10 * time.Second),
 		sessions: make(map[*session]struct{}), dedupe: make(map[string]dedupeEntry),
 		overload: opts.Overload, health: newHealthServer(),
 	}

@@ -651,7 +651,7 @@ func (s *session) pushControl(f *corralv1.ServerFrame) {
 func (s *session) kickLocked() {
 	if !s.writing {
 		s.writing = true
-		go s.writeLoop()
+		s.h.workers.Go(s.writeLoop)
 	}
 }
 

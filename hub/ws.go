@@ -181,6 +181,7 @@ func (h *Hub) newWSEngine() (*nbhttp.Engine, *nbws.Upgrader, *wsEarly) {
 	engine := nbhttp.NewEngine(nbhttp.Config{
 		ReleaseWebsocketPayload:      true,
 		MaxWebsocketFramePayloadSize: h.codecCheck.Config().MaxFrameBytes,
+		ServerExecutor:               h.workers.Go, // message handlers, in order per connection (nbio's job list)
 	})
 	// UTF-8 of text frames is checked by the codec, which closes with 1007
 	// (nbio's own check would close with 1002).

@@ -79,7 +79,7 @@ func (l *wsListener) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		go l.serve(c)
+		l.h.workers.Go(func() { l.serve(c) })
 	}
 }
 
