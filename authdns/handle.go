@@ -187,7 +187,14 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 		w.zone = z
 		return -1
 	}
-	z, zoff := st.zones.find(q.name)
+	var z *zone
+	var zoff int
+	n0 := st.zones.names[string(q.name)] // the node of an exact match, most queries
+	if n0 != nil {
+		z, zoff = n0.zone, len(q.name)-len(n0.zone.origin)
+	} else {
+		z, zoff = st.zones.find(q.name)
+	}
 	if z == nil {
 		return rcodeRefused
 	}
@@ -195,7 +202,10 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 	cur, curOff := q.name, 12
 	var seen [maxChase + 1]*node // the nodes of the chain: no record twice
 	for hops := 0; ; hops++ {
-		n, key := w.lookup(z, cur, zoff)
+		n, key := n0, []byte(nil)
+		if hops > 0 || n == nil {
+			n, key = w.lookup(z, cur, zoff)
+		}
 		if n == nil {
 			w.authoritySOA(z, cur, curOff)
 			w.rrlClass, w.rrlName = rrlNXDomain, z.origin

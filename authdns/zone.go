@@ -51,6 +51,11 @@ type zoneSet struct {
 	// only one of that length (find compares it without the map).
 	lens [(maxName + 64) / 64]uint64
 	only [maxName + 1]*zone
+	// names maps the wire form of every name to its node in the zone
+	// that find gives for it: what find and then the zone's nodes give,
+	// in one lookup. A name that is not there is looked up the long way
+	// (wildcards, NXDOMAIN).
+	names map[string]*node
 	// sets lists every record set, for metrics of the policies.
 	sets int
 }
@@ -71,6 +76,7 @@ type zone struct {
 // nodes without sets.
 type node struct {
 	name []byte // wire form, lower case
+	zone *zone
 	sets []*rrset
 }
 
@@ -186,6 +192,14 @@ func compile(cfg *Config, probe func(check string) answer.Probe) (*zoneSet, erro
 			zs.only[l] = nil
 		}
 		zs.lens[l/64] |= 1 << (l % 64)
+	}
+	zs.names = make(map[string]*node)
+	for _, z := range zs.zones {
+		for name, n := range z.nodes {
+			if fz, _ := zs.find(n.name); fz == z {
+				zs.names[name] = n
+			}
+		}
 	}
 	if len(errs) == 0 {
 		errs = zs.checkCNAMELoops(origins)
@@ -335,7 +349,7 @@ func (z *zone) node(owner []byte) *node {
 	if n, ok := z.nodes[string(owner)]; ok {
 		return n
 	}
-	n := &node{name: owner}
+	n := &node{name: owner, zone: z}
 	z.nodes[string(owner)] = n
 	z.order = append(z.order, n)
 	if len(owner) > len(z.origin) {
