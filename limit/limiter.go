@@ -69,14 +69,15 @@ type Limiter struct {
 	base  time.Time
 	cfg   LimiterConfig
 
-	mu       sync.Mutex // guards the flush state below
-	lastSeq  uint32
-	acquired int64
-	lastRej  [2]int64
-	reserve  [2]float64
-	hold     [2]float64 // decaying recent peak in-flight of P0 and P1
-	holdAll  float64    // decaying recent peak in-flight of all priorities
-	lastNs   int64      // time of the last flush, ns since base
+	mu         sync.Mutex // guards the flush state below
+	lastSeq    uint32
+	acquired   int64
+	lastRej    [2]int64
+	reserve    [2]float64
+	hold       [2]float64 // decaying recent peak in-flight of P0 and P1
+	holdAll    float64    // decaying recent peak demand (in-flight + refused) of all priorities
+	lastRejAll int64      // l.rejected at the last flush
+	lastNs     int64      // time of the last flush, ns since base
 }
 
 // Token is an admitted unit of work. It is a small value: copy it freely,
@@ -135,12 +136,15 @@ func (l *Limiter) TryAcquireAt(now time.Time) (Token, bool) { return l.acquire(-
 // second), and it doubles at each flush after that priority was turned
 // away. So a higher priority whose demand fits under the limit takes the
 // slots it needs from lower ones within a few flush intervals and keeps
-// them while it is active. The reserves never take the last slot: every
-// priority's ceiling is at least one, so an idle Limiter admits any
-// priority.
+// them while it is active. Two floors bound the reserves: while the
+// recent demand of all priorities (peak in-flight plus refused work) is
+// below half the limit, every priority may use that lower half; otherwise,
+// while P0 has nothing in flight and was not refused since the last
+// flush, every priority's ceiling is at least one, so an idle Limiter
+// admits any priority.
 //
 // P0's reserved slots are P0's even when lower-priority work (admitted
-// under an earlier, higher limit, or in the one slot the reserves leave it)
+// under an earlier, higher limit, or in the slots the floors leave it)
 // fills the node: a P0 whose priority has fewer tokens in flight than its
 // reserve is admitted, so in-flight may then exceed the limit by at most
 // the P0 reserve while that work drains. Without priorities (TryAcquire)
@@ -384,7 +388,13 @@ func (l *Limiter) flush(now int64) {
 	l.lastSeq = seq
 	l.acquired += acquired
 	peak := int(l.peak.Swap(int64(uint32(w))))
-	l.holdAll = max(float64(peak), l.holdAll*halfLife(time.Duration(now-l.lastNs)))
+	// Demand is what was admitted plus what was refused: a Limiter whose
+	// ceilings keep in-flight low while it turns work away is not far
+	// from full.
+	rej := l.rejected.Load()
+	demand := float64(peak) + float64(rej-l.lastRejAll)
+	l.lastRejAll = rej
+	l.holdAll = max(demand, l.holdAll*halfLife(time.Duration(now-l.lastNs)))
 	start := l.base.Add(time.Duration(now))
 	l.hist.drain(func(d time.Duration, n int64) {
 		_, _ = l.lim.Update(Sample{Start: start, RTT: d, InFlight: peak, Weight: n})
@@ -422,6 +432,7 @@ func (l *Limiter) setCeilings(limit int, peak0, peak1 int64, elapsed time.Durati
 	lim := float64(limit)
 	peaks := [2]int64{peak0, peak1}
 	mins := [2]float64{l.cfg.Reserve.P0, l.cfg.Reserve.P1}
+	refused0 := false // P0 was turned away since the last flush
 	for i := range 2 {
 		rej := l.prioRej[i].Load()
 		// The recent peak halves every second; below 0.1 it is gone.
@@ -441,23 +452,35 @@ func (l *Limiter) setCeilings(limit int, peak0, peak1 int64, elapsed time.Durati
 		}
 		if rej != l.lastRej[i] {
 			r = max(r, 2*l.reserve[i], 1) // this priority was turned away: make room fast
+			refused0 = refused0 || i == 0
 		}
 		l.lastRej[i] = rej
 		l.reserve[i] = min(r, lim)
 	}
 	l.res0.Store(int64(l.reserve[0]))
-	// The reserves never take the last slot (once the limit is two or
-	// more): a priority shut out with nothing in flight is refused for
-	// nothing. And while the recent peak in-flight of all priorities is
-	// below half the limit, they leave that half to every priority: the
-	// limiter is far from full, a slot taken there costs a higher
-	// priority nothing (P0 still finds its reserved slots, above the
-	// limit if need be: takeReserve), and reserves sized on each
-	// priority's own recent peak add up to more than the load they
-	// come from.
-	floor := min(1, lim-1)
-	if l.holdAll < lim/2 {
+	// Two floors bound what the reserves take from lower priorities.
+	// While the recent peak demand of all priorities (in-flight plus
+	// refused work, same half-life) is below half the limit, the
+	// reserves leave that lower half to every priority: the limiter is
+	// far from full, a slot taken there costs a higher priority nothing
+	// (P0 still finds its reserved slots, above the limit if need be:
+	// takeReserve), and reserves sized on each priority's own recent peak
+	// add up to more than the load they come from. Refused work counts
+	// because ceilings that turn it away also keep in-flight low: under
+	// an overload in-flight alone looked far from full, and the floor
+	// handed P1 and P2 the room P0's reserve kept.
+	//
+	// Otherwise the reserves leave the last slot (once the limit is two
+	// or more) while P0 is idle, with nothing in flight and no refusal
+	// since the last flush: a priority shut out then is refused for
+	// nothing. While P0 is active the reserve is room its demand needs,
+	// and the last slot is P0's too.
+	var floor float64
+	switch {
+	case l.holdAll < lim/2:
 		floor = lim - math.Floor(lim/2)
+	case !refused0 && l.prio[P0].Load() == 0:
+		floor = min(1, lim-1)
 	}
 	c1 := max(floor, lim-l.reserve[0])
 	c2 := max(floor, c1-l.reserve[1])

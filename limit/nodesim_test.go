@@ -60,8 +60,15 @@ const bucket = 10 * time.Millisecond
 // over alg (a Gradient with 200 ms windows when nil).
 func newNodeSim(t *testing.T, cpu float64, shedCfg ShedderConfig, alg Limit) *nodeSim {
 	t.Helper()
+	return newSeededNodeSim(t, cpu, shedCfg, alg, 3)
+}
+
+// newSeededNodeSim is newNodeSim with another seed for the device arrivals
+// and the default Gradient's probes (newNodeSim's is 3).
+func newSeededNodeSim(t *testing.T, cpu float64, shedCfg ShedderConfig, alg Limit, seed uint64) *nodeSim {
+	t.Helper()
 	n := &nodeSim{t: t, now: simEpoch, dt: time.Millisecond, cpu: cpu, hsWork: 2, hsSpeed: 200,
-		timeout: 5 * time.Second, due: map[int64]*Counts{}, rng: rand.New(rand.NewPCG(3, 4))}
+		timeout: 5 * time.Second, due: map[int64]*Counts{}, rng: rand.New(rand.NewPCG(seed, 4))}
 	clock := testkit.NewClock(simEpoch)
 	shedCfg.Clock = clock
 	shedCfg.Seed = 11
@@ -70,7 +77,7 @@ func newNodeSim(t *testing.T, cpu float64, shedCfg ShedderConfig, alg Limit) *no
 		t.Fatal(err)
 	}
 	if alg == nil {
-		if alg, err = NewGradient(GradientConfig{Common: Common{Window: 200 * time.Millisecond}, Seed: 5}); err != nil {
+		if alg, err = NewGradient(GradientConfig{Common: Common{Window: 200 * time.Millisecond}, Seed: seed + 2}); err != nil {
 			t.Fatal(err)
 		}
 	}
