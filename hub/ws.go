@@ -175,8 +175,8 @@ func (t *wsTransport) abort(wire.Close) { _ = t.conn.Conn.Close() }
 
 // newWSEngine builds the nbio engine that reads and writes upgraded
 // WebSocket connections, and the upgrader that hands them to it. The HTTP
-// handshake itself is served by net/http (httpMux); nbio's own HTTP
-// listener is not used.
+// handshake is read by wsListener (wsaccept.go), or by net/http (httpMux)
+// for what wsListener leaves to it; nbio's own HTTP listener is not used.
 func (h *Hub) newWSEngine() (*nbhttp.Engine, *nbws.Upgrader, *wsEarly) {
 	engine := nbhttp.NewEngine(nbhttp.Config{
 		ReleaseWebsocketPayload:      true,
