@@ -90,21 +90,20 @@ func parse(req []byte, q *query, lower []byte) parseResult {
 		return parseFormErr
 	}
 	off := 12
-	// The question name: no compression pointers in a question.
+	// The question name: no compression pointers in a question, at most
+	// maxName bytes. A label cut by the end of the packet fails the next
+	// turn's bound.
 	for {
 		if off >= len(req) {
 			return parseFormErr
 		}
 		l := int(req[off])
-		if l&0xC0 != 0 {
-			return parseFormErr
-		}
-		if off-12+l+1 > maxName || off+1+l > len(req) {
-			return parseFormErr
-		}
 		off += 1 + l
 		if l == 0 {
 			break
+		}
+		if l > 63 || off-12 >= maxName { // a pointer or a reserved label type; no room for the root
+			return parseFormErr
 		}
 	}
 	n := copy(lower, req[12:off])
