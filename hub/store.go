@@ -173,7 +173,7 @@ func (h *Hub) probeHistory(ctx context.Context, store history.Store, period time
 	})
 }
 
-// scaleHistory raises the replicas of the history streams when they were
+// scaleHistory raises the replicas of the history (and ingest) streams when they were
 // not configured and the NATS cluster turns out larger than the hub saw at
 // start (a fresh cluster whose last node joined after JetStream answered,
 // or a cluster that grew).
@@ -190,7 +190,11 @@ func (h *Hub) scaleHistory(ctx context.Context, store history.Store) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, historyProbeTimeout)
 	defer cancel()
-	if err := s.Scale(sctx, want); err != nil {
+	err := s.Scale(sctx, want)
+	if err == nil && len(h.ingestCfg.Prefixes) > 0 {
+		err = natsutil.ScaleStream(sctx, h.js, h.ingestCfg.Stream, want)
+	}
+	if err != nil {
 		h.log.Warn("history: could not raise the stream replicas", "replicas", want, "err", err)
 		return
 	}

@@ -180,21 +180,9 @@ func (j *JetStream) Check(ctx context.Context) error {
 // (JetStream copies the data to the new peers), and leaves them otherwise.
 // It is safe to call from several hubs at once.
 func (j *JetStream) Scale(ctx context.Context, n int) error {
-	for _, s := range []jetstream.Stream{j.stream, j.meta} {
-		if s == nil {
-			return errors.New("history: JetStream store not open")
-		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			return fmt.Errorf("history: stream %s: %w", s.CachedInfo().Config.Name, err)
-		}
-		if info.Config.Replicas >= n {
-			continue
-		}
-		cfg := info.Config
-		cfg.Replicas = n
-		if _, err := j.opts.JS.UpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("history: stream %s to %d replicas: %w", cfg.Name, n, err)
+	for _, name := range []string{j.opts.Stream, j.opts.MetaStream} {
+		if err := natsutil.ScaleStream(ctx, j.opts.JS, name, n); err != nil {
+			return fmt.Errorf("history: %w", err)
 		}
 	}
 	return nil

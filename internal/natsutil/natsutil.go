@@ -215,6 +215,25 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	return s, nil
 }
 
+// ScaleStream raises the replicas of the named stream to n when it has
+// fewer (JetStream copies the data to the new peers) and leaves it
+// otherwise. Several callers may do it at once.
+func ScaleStream(ctx context.Context, js jetstream.JetStream, name string, n int) error {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("natsutil: stream %s: %w", name, err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.Replicas >= n {
+		return nil
+	}
+	cfg.Replicas = n
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("natsutil: stream %s to %d replicas: %w", name, n, err)
+	}
+	return nil
+}
+
 // IsWrongLastSequence reports whether err is JetStream's answer to a publish
 // whose expected last sequence did not match (optimistic concurrency lost).
 func IsWrongLastSequence(err error) bool {

@@ -135,3 +135,36 @@ func TestClusterRoutesMessagesBetweenMembers(t *testing.T) {
 		t.Fatalf("stream on the cluster: %v", err)
 	}
 }
+
+func TestScaleStreamRaisesReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS cluster")
+	}
+	cl, err := StartCluster("scale", 3, 30*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Shutdown()
+	c, err := ConnectEmbedded(cl.Members[0].Server, "t", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := EnsureStream(ctx, c.JS, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.MemoryStorage, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{3, 1} { // up to 3, then a lower n leaves it at 3
+		if err := ScaleStream(ctx, c.JS, "S", n); err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.JS.Stream(ctx, "S")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.CachedInfo().Config.Replicas; r != 3 {
+			t.Fatalf("after ScaleStream(%d): %d replicas, want 3", n, r)
+		}
+	}
+}
