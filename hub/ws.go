@@ -1,8 +1,10 @@
 package hub
 
 import (
+	"bufio"
 	"errors"
 	"math"
+	"net"
 	"net/http"
 	"time"
 	"unsafe"
@@ -227,8 +229,27 @@ func (h *Hub) serveWS(up *nbws.Upgrader) http.HandlerFunc {
 			http.Error(w, "hub: draining", http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = up.UpgradeAndTransferConnToPoller(w, r, nil) // on failure nbio has answered
+		_, _ = up.UpgradeAndTransferConnToPoller(tcpHijacker{w}, r, nil) // on failure nbio has answered
 	}
+}
+
+// tcpHijacker hijacks to the TCP connection under wsListener's replayConn
+// once its replayed bytes are read (net/http reads them first), so that
+// nbio's upgrader moves the connection to its poller as on the fast path:
+// given any other connection type it would serve it in blocking mode, a
+// goroutine per connection, without the hub's frame checks.
+type tcpHijacker struct{ http.ResponseWriter }
+
+func (w tcpHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, http.ErrNotSupported
+	}
+	c, brw, err := hj.Hijack()
+	if rc, ok := c.(*replayConn); ok && len(rc.pre) == 0 {
+		c = rc.Conn
+	}
+	return c, brw, err
 }
 
 // wsOpen runs after nbio has written the 101 answer: it makes the session

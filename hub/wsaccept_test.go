@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,46 @@ func TestWSUpgradeAllocations(t *testing.T) {
 	t.Logf("%d bytes allocated per session set-up (hub and test client)", per)
 	if per > 12<<10 {
 		t.Fatalf("%d bytes allocated per session set-up, want at most 12 KiB", per)
+	}
+}
+
+// TestWSUpgradeAfterHTTPRequest upgrades a keep-alive connection that
+// served a publish first (net/http's path behind wsListener): the session
+// is on nbio's poller with the hub's frame checks, so an unmasked frame is
+// closed with 1002 (nbio's blocking mode, which a wrapped connection would
+// get, lets it through).
+func TestWSUpgradeAfterHTTPRequest(t *testing.T) {
+	th := startHub(t, nil)
+	c, err := net.Dial("tcp", th.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	body := `{"tenant":"acme","channel":"news","priority":"p1","data":"x"}`
+	pub := "POST /v1/publish HTTP/1.1\r\nHost: corral\r\nAuthorization: Bearer " + testAPIKey +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	if _, err := io.WriteString(c, pub); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("publish: %v %+v", err, resp)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if _, err := io.WriteString(c, wsHead); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = http.ReadResponse(r, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade after a publish: %v %+v", err, resp)
+	}
+	w := &rawTCPWS{c: c, r: r}
+	if _, err := c.Write(clientFrame(2, true, false, helloFrame(t, token(t, tokenOpts{})))); err != nil {
+		t.Fatal(err)
+	}
+	if code, reason := w.closeCode(t); code != wire.CloseProtocolError || !strings.Contains(reason, "unmasked") {
+		t.Fatalf("unmasked frame closed with %v %q, want 1002 unmasked", code, reason)
 	}
 }
