@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+	"unsafe"
 )
 
 // Header flag bits.
@@ -343,11 +344,11 @@ func (m *builder) addRecords(set *rrset, idx []int, ptr int) (int, bool) {
 	}
 	m.b = slices.Grow(m.b, need)[:start+need]
 	b, wire := m.b[start:], set.wire
-	switch set.fixed {
-	case 16: // A
-		copyA(b, wire, idx)
-	case 28: // AAAA
-		copyAAAA(b, wire, idx)
+	switch {
+	case set.a != nil:
+		copyA(b, set.a, idx)
+	case set.aaaa != nil:
+		copyAAAA(b, set.aaaa, idx)
 	default:
 		o := 0
 		for _, i := range idx {
@@ -365,19 +366,21 @@ func (m *builder) addRecords(set *rrset, idx []int, ptr int) (int, bool) {
 	return start, true
 }
 
-// copyA copies the 16-byte records idx of wire to b, one after the other.
-func copyA(b, wire []byte, idx []int) {
-	for _, i := range idx {
-		*(*[16]byte)(b[:16]) = *(*[16]byte)(wire[16*i : 16*i+16])
-		b = b[16:]
+// copyA copies the 16-byte records idx of recs to b, one after the other;
+// b holds 16 bytes per index.
+func copyA(b []byte, recs [][16]byte, idx []int) {
+	dst := unsafe.Slice((*[16]byte)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/16)[:len(idx)]
+	for j, i := range idx {
+		dst[j] = recs[i]
 	}
 }
 
-// copyAAAA copies the 28-byte records idx of wire to b, one after the other.
-func copyAAAA(b, wire []byte, idx []int) {
-	for _, i := range idx {
-		*(*[28]byte)(b[:28]) = *(*[28]byte)(wire[28*i : 28*i+28])
-		b = b[28:]
+// copyAAAA copies the 28-byte records idx of recs to b, one after the
+// other; b holds 28 bytes per index.
+func copyAAAA(b []byte, recs [][28]byte, idx []int) {
+	dst := unsafe.Slice((*[28]byte)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/28)[:len(idx)]
+	for j, i := range idx {
+		dst[j] = recs[i]
 	}
 }
 

@@ -100,6 +100,11 @@ type rrset struct {
 	wire  []byte
 	off   []int
 	fixed int
+	// a and aaaa are wire again, as records of 16 (A) and 28 (AAAA)
+	// bytes, when fixed is their size (nil otherwise): answers copy them
+	// as arrays.
+	a    [][16]byte
+	aaaa [][28]byte
 	// extra is the offset in the rdata of the name whose addresses go in
 	// the additional section (NS, MX, SRV), or -1 for a type without
 	// additional processing. Set by pack.
@@ -126,6 +131,19 @@ func (s *rrset) pack() {
 			s.fixed = l
 		} else if l != s.fixed {
 			s.fixed = 0
+		}
+	}
+	s.a, s.aaaa = nil, nil
+	switch s.fixed {
+	case 16:
+		s.a = make([][16]byte, len(s.rrs))
+		for i := range s.a {
+			s.a[i] = [16]byte(s.wire[16*i:])
+		}
+	case 28:
+		s.aaaa = make([][28]byte, len(s.rrs))
+		for i := range s.aaaa {
+			s.aaaa[i] = [28]byte(s.wire[28*i:])
 		}
 	}
 	s.extra = -1
