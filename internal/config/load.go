@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"os"
 	"reflect"
@@ -449,30 +450,47 @@ func nodeKindName(t ast.NodeType) string {
 	return "another kind of value"
 }
 
-// keysOf lists the keys a struct decodes from, following inline fields,
-// in declaration order.
-func keysOf(t reflect.Type) []string {
-	var keys []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, opts := yamlName(f)
-		if name == "-" {
-			continue
-		}
-		if strings.Contains(opts, "inline") {
+// yamlFields yields the key and field of every YAML key a struct decodes
+// from, following inline fields, in declaration order.
+func yamlFields(t reflect.Type) iter.Seq2[string, reflect.StructField] {
+	return func(yield func(string, reflect.StructField) bool) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, opts := yamlName(f)
+			if name == "-" {
+				continue
+			}
+			if !strings.Contains(opts, "inline") {
+				if !yield(name, f) {
+					return
+				}
+				continue
+			}
 			ft := f.Type
 			if ft.Kind() == reflect.Pointer {
 				ft = ft.Elem()
 			}
-			if ft.Kind() == reflect.Struct {
-				keys = append(keys, keysOf(ft)...)
+			if ft.Kind() != reflect.Struct {
+				continue
 			}
-			continue
+			for k, g := range yamlFields(ft) {
+				if !yield(k, g) {
+					return
+				}
+			}
 		}
-		keys = append(keys, name)
+	}
+}
+
+// keysOf lists the keys a struct decodes from, following inline fields,
+// in declaration order.
+func keysOf(t reflect.Type) []string {
+	var keys []string
+	for k := range yamlFields(t) {
+		keys = append(keys, k)
 	}
 	return keys
 }
@@ -480,28 +498,8 @@ func keysOf(t reflect.Type) []string {
 // fieldByKey finds the struct field decoded from YAML key, following
 // inline fields.
 func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, opts := yamlName(f)
-		if name == "-" {
-			continue
-		}
-		if strings.Contains(opts, "inline") {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				if g, ok := fieldByKey(ft, key); ok {
-					return g, true
-				}
-			}
-			continue
-		}
-		if name == key {
+	for k, f := range yamlFields(t) {
+		if k == key {
 			return f, true
 		}
 	}
