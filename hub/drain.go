@@ -60,14 +60,18 @@ func (h *Hub) goAwayClose(text string) wire.Close {
 	return wire.Close{Code: wire.CloseGoingAway, RetryAfter: base + jit, Text: text}
 }
 
-// sendAway closes s with a jittered GoAway and counts it.
+// sendAway closes s with a jittered GoAway and counts it, unless s was
+// already closing: a session the drain sent away that is still leaving
+// when its deadline ends is met again by stopSessions, and must neither
+// get a second GoAway nor be counted twice.
 func (h *Hub) sendAway(s *session, text string) {
 	rank := 2
 	if s.helloDone.Load() {
 		rank = int(s.rank)
 	}
-	h.metrics.shedInc("drain", rank)
-	s.close(h.goAwayClose(text), true)
+	if s.close(h.goAwayClose(text), true) {
+		h.metrics.shedInc("drain", rank)
+	}
 }
 
 // drain sends every session its GoAway at the pace of drainPlan, then

@@ -213,3 +213,50 @@ func testDrainReachesEverySession(t *testing.T, nWS, nGRPC int) {
 		t.Errorf("the raised pace was not logged:\n%s", logs.String())
 	}
 }
+
+// TestSendAwayCountsASessionOnce sends one session away twice, as a stop
+// does to a session the drain sent away that is still leaving when the
+// drain deadline ends: it is counted once and sent one GoAway.
+func TestSendAwayCountsASessionOnce(t *testing.T) {
+	th := startHub(t, nil)
+	codec, err := wire.NewCodec(wire.FormatProto, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, th, wire.SubprotocolProto)
+	if err := r.c.WriteMessage(gws.OpcodeBinary, helloFrame(t, token(t, tokenOpts{}))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.frames: // Welcome
+	case <-time.After(15 * time.Second):
+		t.Fatal("no Welcome")
+	}
+	sessions := th.snapshotSessions()
+	if len(sessions) != 1 {
+		t.Fatalf("%d sessions, want 1", len(sessions))
+	}
+	th.sendAway(sessions[0], "hub draining")
+	th.sendAway(sessions[0], "hub stopped")
+	if code := r.waitClose(t); code != wire.CloseGoingAway {
+		t.Fatalf("closed with %d, want %d", code, wire.CloseGoingAway)
+	}
+	goAways := 0
+	for more := true; more; {
+		select {
+		case b := <-r.frames:
+			var f corralv1.ServerFrame
+			if codec.DecodeServerFrame(b, &f) == nil && f.GetGoAway() != nil {
+				goAways++
+			}
+		default:
+			more = false
+		}
+	}
+	if goAways != 1 {
+		t.Errorf("%d GoAways, want 1", goAways)
+	}
+	if got := th.metric("corral_hub_shed_total", "action", "drain"); got != 1 {
+		t.Errorf("shed{action=drain} = %v, want 1", got)
+	}
+}

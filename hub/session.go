@@ -715,15 +715,17 @@ func (s *session) writeLoop() {
 // close ends the session with c: queued frames are dropped, an Error frame
 // (or GoAway for 1001) explaining c is sent when notify is set, then the
 // transport is closed.
-func (s *session) close(c wire.Close, notify bool) {
+// close closes s with c (sending it when notify), and reports whether
+// this call closed it: false when s was already closing.
+func (s *session) close(c wire.Close, notify bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.closeLocked(c, notify)
+	return s.closeLocked(c, notify)
 }
 
-func (s *session) closeLocked(c wire.Close, notify bool) {
+func (s *session) closeLocked(c wire.Close, notify bool) bool {
 	if s.closing {
-		return
+		return false
 	}
 	s.closing, s.closeMsg = true, &c
 	s.q.clear()
@@ -741,6 +743,7 @@ func (s *session) closeLocked(c wire.Close, notify bool) {
 		s.q.pushControl(f, true, 0, s.dropped)
 	}
 	s.kickLocked()
+	return true
 }
 
 // aborter is a transport that can cut its connection at once.
