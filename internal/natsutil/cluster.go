@@ -2,6 +2,7 @@ package natsutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -30,6 +31,51 @@ func StartCluster(name string, n int, timeout time.Duration, log *slog.Logger) (
 	if n < 1 {
 		return nil, fmt.Errorf("natsutil: cluster of %d servers", n)
 	}
+	// A route port can still be taken between its choice and its bind (by
+	// a test of another package choosing from the same range): the member
+	// then fails at once, and the cluster starts over on new ports.
+	var (
+		c   *Cluster
+		err error
+	)
+	for range clusterStartTries {
+		if c, err = startMembers(name, n, timeout, log); !errors.Is(err, errServerFailed) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		ok := true
+		leader := false
+		for _, m := range c.Members {
+			if m.Server.NumRoutes() < n-1 {
+				ok = false
+			}
+			if m.Server.JetStreamIsLeader() {
+				leader = true
+			}
+		}
+		if ok && (leader || n == 1) && c.placesStreams(n) {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			c.Shutdown()
+			return nil, fmt.Errorf("natsutil: cluster %s not formed within %v", name, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// clusterStartTries bounds how many times StartCluster picks new route
+// ports after a member could not bind its own.
+const clusterStartTries = 5
+
+// startMembers starts the n servers of cluster name on route ports free
+// now.
+func startMembers(name string, n int, timeout time.Duration, log *slog.Logger) (*Cluster, error) {
 	// Clustered JetStream needs every member to know its routes at start,
 	// so the route ports are reserved first (and released just before the
 	// servers bind them).
@@ -55,27 +101,7 @@ func StartCluster(name string, n int, timeout time.Duration, log *slog.Logger) (
 		}
 		c.Members = append(c.Members, e)
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		ok := true
-		leader := false
-		for _, m := range c.Members {
-			if m.Server.NumRoutes() < n-1 {
-				ok = false
-			}
-			if m.Server.JetStreamIsLeader() {
-				leader = true
-			}
-		}
-		if ok && (leader || n == 1) && c.placesStreams(n) {
-			return c, nil
-		}
-		if time.Now().After(deadline) {
-			c.Shutdown()
-			return nil, fmt.Errorf("natsutil: cluster %s not formed within %v", name, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return c, nil
 }
 
 // placesStreams reports whether clustered JetStream takes a stream

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -179,14 +181,29 @@ func StartServer(cfg Config, log *slog.Logger) (*Embedded, error) {
 		return fail(fmt.Errorf("natsutil: embedded server: %w", err))
 	}
 	emb.Server = srv
-	srv.SetLoggerV2(&natsLogger{log: log}, false, false, false)
+	nl := &natsLogger{log: log}
+	srv.SetLoggerV2(nl, false, false, false)
 	srv.Start()
-	if !srv.ReadyForConnections(cfg.timeout()) {
-		emb.Shutdown()
-		return nil, fmt.Errorf("natsutil: embedded server not ready within %v", cfg.timeout())
+	// A listener that fails (a port taken) leaves the server never ready:
+	// its fatal error ends the wait at once instead of the timeout.
+	deadline := time.Now().Add(cfg.timeout())
+	for !srv.ReadyForConnections(100 * time.Millisecond) {
+		if msg := nl.fatal(); msg != "" {
+			emb.Shutdown()
+			return nil, fmt.Errorf("natsutil: embedded server: %s: %w", msg, errServerFailed)
+		}
+		if time.Now().After(deadline) {
+			emb.Shutdown()
+			return nil, fmt.Errorf("natsutil: embedded server not ready within %v", cfg.timeout())
+		}
 	}
 	return emb, nil
 }
+
+// errServerFailed marks a start that nats-server gave up with a fatal
+// error (a listener it could not open), which StartCluster retries on new
+// ports.
+var errServerFailed = errors.New("natsutil: embedded server failed to start")
 
 // splitHostPort parses host:port; port 0 becomes -1, which nats-server
 // reads as "pick a free port".
@@ -245,8 +262,20 @@ func IsWrongLastSequence(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "wrong last sequence")
 }
 
-// natsLogger forwards nats-server warnings and errors to slog.
-type natsLogger struct{ log *slog.Logger }
+// natsLogger forwards nats-server warnings and errors to slog, and keeps
+// the first fatal error for StartServer.
+type natsLogger struct {
+	log      *slog.Logger
+	mu       sync.Mutex
+	firstErr string
+}
+
+// fatal returns the first fatal error logged, "" when none was.
+func (l *natsLogger) fatal() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.firstErr
+}
 
 func (l *natsLogger) Noticef(string, ...any) {}
 func (l *natsLogger) Debugf(string, ...any)  {}
@@ -258,7 +287,13 @@ func (l *natsLogger) Errorf(format string, v ...any) {
 	l.log.Error("nats: " + fmt.Sprintf(format, v...))
 }
 func (l *natsLogger) Fatalf(format string, v ...any) {
-	l.log.Error("nats: fatal: " + fmt.Sprintf(format, v...))
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error("nats: fatal: " + msg)
+	l.mu.Lock()
+	if l.firstErr == "" {
+		l.firstErr = msg
+	}
+	l.mu.Unlock()
 }
 
 // ConnectEmbedded connects in process to a running embedded server (a

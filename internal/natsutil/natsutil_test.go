@@ -3,6 +3,7 @@ package natsutil
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,27 @@ func TestScaleStreamRaisesReplicas(t *testing.T) {
 		if r := s.CachedInfo().Config.Replicas; r != 3 {
 			t.Fatalf("after ScaleStream(%d): %d replicas, want 3", n, r)
 		}
+	}
+}
+
+// TestStartServerFailsAtOnceOnATakenRoutePort starts a clustered server on
+// a route port another socket holds: the start fails with nats-server's
+// listen error, marked for StartCluster to retry on new ports, instead of
+// waiting out the timeout as a server never ready.
+func TestStartServerFailsAtOnceOnATakenRoutePort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	e, err := StartServer(Config{ServerName: "taken", ConnectTimeout: time.Minute,
+		Cluster: ClusterConfig{Name: "taken", Listen: addr, Routes: []string{"nats://" + addr}}}, nil)
+	if err == nil {
+		e.Shutdown()
+		t.Fatal("started on a taken route port")
+	}
+	if !errors.Is(err, errServerFailed) || !strings.Contains(err.Error(), "router port") {
+		t.Fatalf("start: %v, want the route listener's error", err)
 	}
 }
