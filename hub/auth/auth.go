@@ -1,12 +1,19 @@
 package auth
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -121,9 +128,28 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 type key struct {
-	id  string
-	alg string
-	key any
+	id     string
+	alg    string
+	method jwt.SigningMethod
+	key    any
+	// macs holds HMAC states keyed with this secret (HS* keys only), so a
+	// check does not rehash the secret's pads: one state per check, reset
+	// before use; no result of a check is kept.
+	macs *sync.Pool
+}
+
+// verify reports whether sig signs signed under k.
+func (k *key) verify(signed string, sig []byte) bool {
+	if k.macs == nil {
+		return k.method.Verify(signed, sig, k.key) == nil
+	}
+	m := k.macs.Get().(hash.Hash)
+	m.Reset()
+	_, _ = io.WriteString(m, signed)
+	var sum [sha512.Size]byte
+	ok := hmac.Equal(m.Sum(sum[:0]), sig)
+	k.macs.Put(m)
+	return ok
 }
 
 type apiKey struct {
@@ -139,6 +165,8 @@ type Verifier struct {
 	keys    []key
 	apiKeys []apiKey
 	methods []string
+	// opts are the claim checks of cfg, without the clock.
+	opts []jwt.ParserOption
 }
 
 // New builds a Verifier from a valid Config.
@@ -149,7 +177,12 @@ func New(cfg Config) (*Verifier, error) {
 	v := &Verifier{cfg: cfg}
 	for _, k := range cfg.Keys {
 		m, _ := k.material()
-		v.keys = append(v.keys, key{id: k.ID, alg: k.Algorithm, key: m})
+		kk := key{id: k.ID, alg: k.Algorithm, method: jwt.GetSigningMethod(k.Algorithm), key: m}
+		if hm, ok := kk.method.(*jwt.SigningMethodHMAC); ok {
+			secret, h := m.([]byte), hm.Hash.New
+			kk.macs = &sync.Pool{New: func() any { return hmac.New(h, secret) }}
+		}
+		v.keys = append(v.keys, kk)
 		if !slices.Contains(v.methods, k.Algorithm) {
 			v.methods = append(v.methods, k.Algorithm)
 		}
@@ -158,11 +191,43 @@ func New(cfg Config) (*Verifier, error) {
 		s, _ := k.secret()
 		v.apiKeys = append(v.apiKeys, apiKey{name: k.Name, hash: sha256.Sum256([]byte(s)), tenants: k.Tenants})
 	}
+	v.opts = []jwt.ParserOption{jwt.WithLeeway(cfg.Leeway)}
+	if cfg.Issuer != "" {
+		v.opts = append(v.opts, jwt.WithIssuer(cfg.Issuer))
+	}
+	if cfg.Audience != "" {
+		v.opts = append(v.opts, jwt.WithAudience(cfg.Audience))
+	}
+	if !cfg.AllowNoExpiry {
+		v.opts = append(v.opts, jwt.WithExpirationRequired())
+	}
 	return v, nil
+}
+
+// header is what Verify reads of a token's JOSE header.
+type header struct {
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+}
+
+// decodeSegment decodes one base64url (unpadded) segment of a token as JSON
+// into dst.
+func decodeSegment(seg string, dst any) error {
+	b, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, dst)
 }
 
 // Verify checks token at time now and returns its claims. The error is an
 // *Error whose Reason says why.
+//
+// It decodes the header and the claims once each: the header's alg must be
+// one of the configured keys' algorithms (alg=none never is), the signature
+// must verify under a key of that algorithm (and kid, when both name one),
+// then golang-jwt's validator checks exp (required unless AllowNoExpiry),
+// nbf, iss and aud with the leeway, and Verify the tenant and max_priority.
 func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 	if token == "" {
 		return nil, &Error{Reason: ReasonMissing}
@@ -170,54 +235,65 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 	if len(v.keys) == 0 {
 		return nil, &Error{Reason: ReasonForged, Err: errors.New("no verification key configured")}
 	}
-	opts := []jwt.ParserOption{
-		jwt.WithValidMethods(v.methods),
-		jwt.WithTimeFunc(func() time.Time { return now }),
-		jwt.WithLeeway(v.cfg.Leeway),
+	dot := strings.LastIndexByte(token, '.')
+	if dot < 0 {
+		return nil, &Error{Reason: ReasonMalformed, Err: errors.New("token contains an invalid number of segments")}
 	}
-	if v.cfg.Issuer != "" {
-		opts = append(opts, jwt.WithIssuer(v.cfg.Issuer))
+	signed, sig64 := token[:dot], token[dot+1:]
+	h64, c64, ok := strings.Cut(signed, ".")
+	if !ok || strings.IndexByte(c64, '.') >= 0 {
+		return nil, &Error{Reason: ReasonMalformed, Err: errors.New("token contains an invalid number of segments")}
 	}
-	if v.cfg.Audience != "" {
-		opts = append(opts, jwt.WithAudience(v.cfg.Audience))
+	var h header
+	if err := decodeSegment(h64, &h); err != nil {
+		return nil, &Error{Reason: ReasonMalformed, Err: fmt.Errorf("header: %w", err)}
 	}
-	if !v.cfg.AllowNoExpiry {
-		opts = append(opts, jwt.WithExpirationRequired())
+	if !slices.Contains(v.methods, h.Alg) {
+		return nil, &Error{Reason: ReasonForged, Err: fmt.Errorf("signing method %q is not accepted", h.Alg)}
 	}
-	claims := &Claims{}
-	_, lastErr := jwt.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
-		kid, _ := t.Header["kid"].(string)
-		var set jwt.VerificationKeySet
-		for _, k := range v.keys {
-			if k.alg == t.Method.Alg() && (kid == "" || k.id == "" || kid == k.id) {
-				set.Keys = append(set.Keys, k.key)
-			}
+	sig, err := base64.RawURLEncoding.DecodeString(sig64)
+	if err != nil {
+		return nil, &Error{Reason: ReasonMalformed, Err: fmt.Errorf("signature: %w", err)}
+	}
+	verified, candidates := false, 0
+	for i := range v.keys {
+		k := &v.keys[i]
+		if k.alg != h.Alg || h.Kid != "" && k.id != "" && h.Kid != k.id {
+			continue
 		}
-		if len(set.Keys) == 0 {
-			return nil, errors.New("no key for this algorithm and kid")
+		candidates++
+		if k.verify(signed, sig) {
+			verified = true
+			break
 		}
-		return set, nil
-	}, opts...)
-	if lastErr == nil {
-		if !ValidTenant(claims.Tenant) {
-			return nil, &Error{Reason: ReasonInvalid, Err: fmt.Errorf("tenant %q", claims.Tenant)}
-		}
-		if r := claims.Rank(); r < 0 || r > 2 {
-			return nil, &Error{Reason: ReasonInvalid, Err: fmt.Errorf("max_priority %d", r)}
-		}
-		return claims, nil
 	}
 	switch {
-	case errors.Is(lastErr, jwt.ErrTokenRequiredClaimMissing) && claims.ExpiresAt == nil && !v.cfg.AllowNoExpiry:
-		return nil, &Error{Reason: ReasonNoExpiry, Err: lastErr}
-	case errors.Is(lastErr, jwt.ErrTokenMalformed):
-		return nil, &Error{Reason: ReasonMalformed, Err: lastErr}
-	case errors.Is(lastErr, jwt.ErrTokenExpired), errors.Is(lastErr, jwt.ErrTokenNotValidYet):
-		return nil, &Error{Reason: ReasonExpired, Err: lastErr}
-	case errors.Is(lastErr, jwt.ErrTokenSignatureInvalid), errors.Is(lastErr, jwt.ErrTokenUnverifiable), errors.Is(lastErr, jwt.ErrSignatureInvalid):
-		return nil, &Error{Reason: ReasonForged, Err: lastErr}
+	case candidates == 0:
+		return nil, &Error{Reason: ReasonForged, Err: errors.New("no key for this algorithm and kid")}
+	case !verified:
+		return nil, &Error{Reason: ReasonForged, Err: jwt.ErrTokenSignatureInvalid}
 	}
-	return nil, &Error{Reason: ReasonInvalid, Err: lastErr}
+	claims := &Claims{}
+	if err := decodeSegment(c64, claims); err != nil {
+		return nil, &Error{Reason: ReasonMalformed, Err: fmt.Errorf("claims: %w", err)}
+	}
+	opts := append(v.opts[:len(v.opts):len(v.opts)], jwt.WithTimeFunc(func() time.Time { return now }))
+	if err := jwt.NewValidator(opts...).Validate(claims); err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrTokenRequiredClaimMissing) && claims.ExpiresAt == nil && !v.cfg.AllowNoExpiry:
+			return nil, &Error{Reason: ReasonNoExpiry, Err: err}
+		case errors.Is(err, jwt.ErrTokenExpired), errors.Is(err, jwt.ErrTokenNotValidYet):
+			return nil, &Error{Reason: ReasonExpired, Err: err}
+		}
+		return nil, &Error{Reason: ReasonInvalid, Err: err}
+	}
+	if !ValidTenant(claims.Tenant) {
+		return nil, &Error{Reason: ReasonInvalid, Err: fmt.Errorf("tenant %q", claims.Tenant)}
+	}
+	if r := claims.Rank(); r < 0 || r > 2 {
+		return nil, &Error{Reason: ReasonInvalid, Err: fmt.Errorf("max_priority %d", r)}
+	}
+	return claims, nil
 }
 
 // CheckAPIKey returns the name of the API key secret if it may publish for

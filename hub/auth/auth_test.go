@@ -22,6 +22,18 @@ func sign(t *testing.T, m jwt.SigningMethod, key any, c Claims) string {
 	return s
 }
 
+// signKid signs c with the test secret under HS256 and names kid in the header.
+func signKid(t *testing.T, kid string, c Claims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, c)
+	tok.Header["kid"] = kid
+	s, err := tok.SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func prio(n int) *int { return &n }
 
 func TestVerify(t *testing.T) {
@@ -63,6 +75,9 @@ func TestVerify(t *testing.T) {
 		{"expired", sign(t, jwt.SigningMethodHS256, []byte(secret), expired), ReasonExpired},
 		{"tenant that cannot be a namespace", sign(t, jwt.SigningMethodHS256, []byte(secret), badTenant), ReasonInvalid},
 		{"no exp (required by default)", sign(t, jwt.SigningMethodHS256, []byte(secret), noExpiry), ReasonNoExpiry},
+		{"kid of no key", signKid(t, "h2", good), ReasonForged},
+		{"four segments", sign(t, jwt.SigningMethodHS256, []byte(secret), good) + ".x", ReasonMalformed},
+		{"signature not base64url", sign(t, jwt.SigningMethodHS256, []byte(secret), good) + "!", ReasonMalformed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

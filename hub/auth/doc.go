@@ -1,7 +1,7 @@
 // Package auth checks the credentials of hub sessions and backends.
 //
-// A session presents a JWT (HMAC HS256/HS384/HS512 or Ed25519 EdDSA, checked
-// with github.com/golang-jwt/jwt/v5) whose claims name its tenant, the
+// A session presents a JWT (HMAC HS256/HS384/HS512 or Ed25519 EdDSA; the claims
+// are validated with github.com/golang-jwt/jwt/v5's validator) whose claims name its tenant, the
 // channel patterns it may subscribe to and publish on, and the highest
 // priority it may claim. Verifier.Verify is what most callers want; it
 // returns the Claims or an error, and never says more than "rejected" to the
