@@ -27,6 +27,9 @@
 #           then the totals of each server. CENTRIFUGO=path/to/binary
 #           (default: centrifugo on PATH or in $(go env GOPATH)/bin;
 #           install: go install github.com/centrifugal/centrifugo/v6@v6.9.1).
+#           HUB_CPUPROFILE=/tmp/hub.cpu.pb also saves a CPU profile of the
+#           hub's first turn (HUB_CPUPROFILE_SECONDS, default 3, from the
+#           start of the storm; its turn's CPU figure then includes pprof's).
 #
 # Needs: Go, taskset (util-linux), curl. The per-process fd limit here is
 # 20,000: the hub holds the 19,000 sessions, each client process 9,500.
@@ -190,7 +193,11 @@ versus_turn() {
 		flags=(-server centrifugo -centrifugo-protocol "${CF_PROTOCOL:-protobuf}" -addr "$CF_ADDR")
 	fi
 	sleep 1
-	local c0 c1
+	local c0 c1 prof=
+	if [ "$srv" = hub ] && [ -n "${HUB_CPUPROFILE:-}" ] && [ "$run" = 1 ]; then
+		curl -s "http://$ADMIN/debug/pprof/profile?seconds=${HUB_CPUPROFILE_SECONDS:-3}" >"$HUB_CPUPROFILE" &
+		prof=$!
+	fi
 	c0=$(cputicks $pid)
 	start_clients "$half" 0 bench /dev/null 1 -conc $(( CONC / 2 )) "${flags[@]}"
 	start_clients $(( N - half )) 100000 bench /dev/null 1 -conc $(( CONC - CONC / 2 )) "${flags[@]}"
@@ -205,6 +212,7 @@ versus_turn() {
 			srv, run, n, failed, lost, t, n / t, cpu, 100 * cpu / t, 1000 * cpu / n, u, w
 		printf "%s %d %d %.3f %.2f\n", srv, n, lost, t, cpu >>sum
 	}'
+	[ -n "$prof" ] && wait "$prof"
 	stop_clients 0 100000
 	kill -TERM $pid; wait $pid 2>/dev/null || true
 }
