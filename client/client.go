@@ -17,29 +17,35 @@ import (
 // ErrClosed is returned by calls on a closed Client.
 var ErrClosed = errors.New("client: closed")
 
-// EventKind says what an Event carries.
+// EventKind says what an Event carries. Its String is the name of the
+// kind ("connecting", "connected", ...).
 type EventKind uint8
 
 // The kinds of Event.
 const (
+	// EventConnecting: a connection attempt to Addr starts.
+	EventConnecting EventKind = iota + 1
 	// EventConnected: a session is up (Welcome received); Addr and
 	// SessionID are set.
-	EventConnected EventKind = iota + 1
-	// EventDisconnected: the session ended; Close says why. The client
-	// reconnects unless the close is final (Close.Code not retryable) or
-	// Close was called.
+	EventConnected
+	// EventDisconnected: the session ended, or an attempt failed; Close
+	// says why. RetryAt is when the next attempt starts; it is zero when
+	// the client stops (Err then says why, or Close was called).
 	EventDisconnected
 	// EventMessage: a channel message, never one whose offset was already
 	// delivered in its epoch: the unacknowledged P0 messages a resume
 	// brings again are dropped here (counted by Duplicates).
 	EventMessage
-	// EventGap: messages of a channel that will not come on this session
-	// (dropped for a slow consumer).
+	// EventGap: messages of Channel that will not come: Gap says which
+	// (from_offset to to_offset of epoch). It comes once per loss: for
+	// messages the server dropped on a slow session, or for a resume that
+	// could not recover (Gap.reason "resume": the offsets missed while
+	// away; resync the channel from its source of truth).
 	EventGap
-	// EventResubscribed: after a reconnect, a channel's resume result.
-	// Subscribed.Recovered false means messages were lost: resync the
-	// channel from its source of truth.
-	EventResubscribed
+	// EventResumed: after a reconnect, a channel's resume result
+	// (Subscribed). Recovered false means messages were lost; an EventGap
+	// for the channel precedes it.
+	EventResumed
 	// EventRefused: after a reconnect, the server refused to resubscribe
 	// Channel (Close says why, for example 4005 when the new token no
 	// longer allows it). The session stays up; the client has dropped the
@@ -47,16 +53,62 @@ const (
 	EventRefused
 )
 
+// EventResubscribed is the former name of EventResumed.
+//
+// Deprecated: use EventResumed.
+const EventResubscribed = EventResumed
+
+var eventNames = [...]string{
+	EventConnecting: "connecting", EventConnected: "connected", EventDisconnected: "disconnected",
+	EventMessage: "message", EventGap: "gap", EventResumed: "resumed", EventRefused: "refused",
+}
+
+// String returns the name of k: connecting, connected, disconnected,
+// message, gap, resumed or refused.
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && eventNames[k] != "" {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("event(%d)", uint8(k))
+}
+
 // Event is what Events delivers.
 type Event struct {
-	Kind       EventKind
-	Addr       string
-	Channel    string // EventRefused
-	SessionID  string
-	Close      wire.Close
+	Kind      EventKind
+	Addr      string // the address (resolved) of the attempt or session
+	Channel   string // EventGap, EventResumed, EventRefused, EventMessage
+	SessionID string
+	Close     wire.Close
+	// RetryAt is when the next attempt starts (EventDisconnected); zero
+	// when the client stops.
+	RetryAt    time.Time
 	Message    *corralv1.Message
 	Gap        *corralv1.Gap
 	Subscribed *corralv1.Subscribed
+}
+
+// String describes e in a line, for logs.
+func (e Event) String() string {
+	switch e.Kind {
+	case EventConnecting:
+		return "connecting to " + e.Addr
+	case EventConnected:
+		return "connected to " + e.Addr + " (session " + e.SessionID + ")"
+	case EventDisconnected:
+		if e.RetryAt.IsZero() {
+			return fmt.Sprintf("disconnected: %v; stopped", e.Close)
+		}
+		return fmt.Sprintf("disconnected: %v; next attempt in %v", e.Close, time.Until(e.RetryAt).Round(time.Millisecond))
+	case EventMessage:
+		return fmt.Sprintf("message %s #%d", e.Channel, e.Message.GetOffset())
+	case EventGap:
+		return fmt.Sprintf("gap %s: offsets %d to %d lost (%s)", e.Channel, e.Gap.GetFromOffset(), e.Gap.GetToOffset(), e.Gap.GetReason())
+	case EventResumed:
+		return fmt.Sprintf("resumed %s at offset %d (recovered %v)", e.Channel, e.Subscribed.GetPosition().GetOffset(), e.Subscribed.GetRecovered())
+	case EventRefused:
+		return fmt.Sprintf("refused %s: %v", e.Channel, e.Close)
+	}
+	return e.Kind.String()
 }
 
 // chanState is the client's view of one subscribed channel.
@@ -123,24 +175,69 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		cancel()
 		return nil, fmt.Errorf("client: reconnect delays: %w", err)
 	}
-	var lastErr error
-	for range cfg.Addrs {
-		cn, err := c.connect(ctx)
-		if err == nil {
-			go c.run(cn, retry)
-			return c, nil
+	cn, err := c.connectRound(ctx)
+	if err != nil {
+		cancel()
+		if te := terminal(err); te != nil {
+			return nil, te
 		}
-		lastErr = err
-		var cl wire.Close
-		if errors.As(err, &cl) && !cl.Code.Retryable() {
-			break
-		}
-		if ctx.Err() != nil {
-			break
-		}
+		return nil, err
 	}
+	go c.run(cn, retry)
+	return c, nil
+}
+
+// connectRound resolves every address again and tries the endpoints in
+// the order of order() until a session is up. It goes on to the next
+// endpoint when one cannot be reached, and stops at the first answer of a
+// server that refuses (a close: its hint or terminal code decides what
+// follows) or when ctx ends.
+func (c *Client) connectRound(ctx context.Context) (conn, error) {
+	targets := make([]target, len(c.cfg.Addrs))
+	for i, a := range c.cfg.Addrs {
+		t, err := parseAddr(a, c.cfg.Transport)
+		if err != nil {
+			return nil, err
+		}
+		targets[i] = t
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+	eps, err := resolve(rctx, c.cfg.Resolve, targets)
 	cancel()
-	return nil, lastErr
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	start := c.next
+	c.mu.Unlock()
+	var errs []error
+	for _, ep := range order(eps, c.cfg.InOrder, start) {
+		c.mu.Lock()
+		c.next++
+		c.mu.Unlock()
+		cn, err := c.connect(ctx, ep)
+		if err == nil {
+			return cn, nil
+		}
+		var cl wire.Close
+		if errors.As(err, &cl) || ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// Err returns why the client stopped: nil while it runs or after Close,
+// else a *TerminalError (errors.Is ErrUnauthorized, ErrForbidden or
+// ErrPolicy). Read it once Events is closed.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if te, ok := c.final.(*TerminalError); ok {
+		return te
+	}
+	return nil
 }
 
 // Events returns the channel of events. It is closed after Close.
@@ -160,12 +257,12 @@ func (c *Client) SessionID() string {
 	return c.sessionID
 }
 
-// connect dials the next address and runs the Hello/Welcome exchange,
-// resubscribing every channel from its resume position.
-func (c *Client) connect(ctx context.Context) (conn, error) {
+// connect dials ep and runs the Hello/Welcome exchange, resubscribing
+// every channel from its resume position.
+func (c *Client) connect(ctx context.Context, ep endpoint) (conn, error) {
+	a := ep.String()
+	c.emit(Event{Kind: EventConnecting, Addr: a})
 	c.mu.Lock()
-	a := c.cfg.Addrs[c.next%len(c.cfg.Addrs)]
-	c.next++
 	hello := &corralv1.Hello{Token: c.cfg.Token, Priority: wire.PriorityOfRank(c.cfg.Priority.Rank()), Client: c.cfg.Name, PreviousSessionId: c.sessionID}
 	names := make([]string, 0, len(c.subs))
 	for name := range c.subs {
@@ -177,13 +274,9 @@ func (c *Client) connect(ctx context.Context) (conn, error) {
 	}
 	c.mu.Unlock()
 
-	transport, target, err := parseAddr(a, c.cfg.Transport)
-	if err != nil {
-		return nil, err
-	}
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
-	cn, err := dial(dctx, transport, target, c.cfg.JSON)
+	cn, err := dial(dctx, ep, c.cfg.TLS, c.cfg.JSON)
 	if err != nil {
 		return nil, err
 	}
@@ -246,14 +339,20 @@ func (c *Client) run(cn conn, retry *backoff.Backoff) {
 			delete(c.pending, id)
 		}
 		c.mu.Unlock()
-		c.emit(Event{Kind: EventDisconnected, Close: cl})
-		if c.ctx.Err() != nil || !cl.Code.Retryable() {
-			c.stop(cl)
+		if c.ctx.Err() != nil {
+			c.emit(Event{Kind: EventDisconnected, Close: cl})
+			c.stop(ErrClosed)
+			return
+		}
+		if !cl.Code.Retryable() {
+			c.emit(Event{Kind: EventDisconnected, Close: cl})
+			c.stop(&TerminalError{Close: cl})
 			return
 		}
 		wait := cl.RetryAfter
 		for {
 			d := retryDelay(retry, wait)
+			c.emit(Event{Kind: EventDisconnected, Close: cl, RetryAt: time.Now().Add(d)})
 			select {
 			case <-c.ctx.Done():
 				c.stop(ErrClosed)
@@ -261,21 +360,26 @@ func (c *Client) run(cn conn, retry *backoff.Backoff) {
 			case <-time.After(d):
 			}
 			var err error
-			cn, err = c.connect(c.ctx)
+			cn, err = c.connectRound(c.ctx)
 			if err == nil {
 				retry.Reset()
 				break
 			}
+			if te := terminal(err); te != nil {
+				// Refused for good after one attempt: say so and stop.
+				c.emit(Event{Kind: EventDisconnected, Close: te.Close})
+				c.stop(te)
+				return
+			}
+			if c.ctx.Err() != nil {
+				c.stop(ErrClosed)
+				return
+			}
+			cl = wire.CloseOf(err)
+			wait = 0
 			var cerr wire.Close
 			if errors.As(err, &cerr) {
-				if !cerr.Code.Retryable() {
-					c.emit(Event{Kind: EventDisconnected, Close: cerr})
-					c.stop(cerr)
-					return
-				}
 				wait = cerr.RetryAfter
-			} else {
-				wait = 0
 			}
 		}
 	}
@@ -317,7 +421,9 @@ func (c *Client) read(cn conn) wire.Close {
 			c.mu.Unlock()
 			if ch != nil {
 				if s := f.GetSubscribed(); s != nil {
-					c.noteSubscribed(s)
+					if g := c.noteSubscribed(s); g != nil {
+						c.emit(Event{Kind: EventGap, Channel: g.GetChannel(), Gap: g})
+					}
 				}
 				ch <- f
 				continue
@@ -327,10 +433,12 @@ func (c *Client) read(cn conn) wire.Close {
 		case *corralv1.ServerFrame_Message:
 			c.onMessage(cn, fr.Message)
 		case *corralv1.ServerFrame_Gap:
-			c.emit(Event{Kind: EventGap, Gap: fr.Gap})
+			c.emit(Event{Kind: EventGap, Channel: fr.Gap.GetChannel(), Gap: fr.Gap})
 		case *corralv1.ServerFrame_Subscribed:
-			c.noteSubscribed(fr.Subscribed)
-			c.emit(Event{Kind: EventResubscribed, Subscribed: fr.Subscribed})
+			if g := c.noteSubscribed(fr.Subscribed); g != nil {
+				c.emit(Event{Kind: EventGap, Channel: g.GetChannel(), Gap: g})
+			}
+			c.emit(Event{Kind: EventResumed, Channel: fr.Subscribed.GetChannel(), Subscribed: fr.Subscribed})
 		case *corralv1.ServerFrame_GoAway:
 			if cl, ok := wire.CloseFromFrame(f); ok {
 				said = &cl
@@ -359,17 +467,31 @@ func (c *Client) read(cn conn) wire.Close {
 }
 
 // noteSubscribed moves a channel to the position a (re)subscription
-// reported when the resume could not recover, or when it started live.
-func (c *Client) noteSubscribed(s *corralv1.Subscribed) {
+// reported when the resume could not recover, or when it started live. A
+// resume that could not recover returns the Gap to surface: the offsets
+// after the resume position up to the new one (of the new epoch when it
+// changed). The channel then continues from the new position, so the
+// same loss is never reported twice.
+func (c *Client) noteSubscribed(s *corralv1.Subscribed) *corralv1.Gap {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.subs[s.GetChannel()]
-	if st == nil {
-		return
+	if st == nil || s.GetRecovered() {
+		return nil
 	}
-	if !s.GetRecovered() {
-		st.epoch, st.received, st.unacked = s.GetPosition().GetEpoch(), s.GetPosition().GetOffset(), nil
+	var gap *corralv1.Gap
+	if s.GetResumed() {
+		from := st.resumeFrom().GetOffset() + 1
+		pos := s.GetPosition()
+		if pos.GetEpoch() != st.epoch {
+			from = 1
+		}
+		if pos.GetOffset() >= from || pos.GetEpoch() != st.epoch {
+			gap = &corralv1.Gap{Channel: s.GetChannel(), Epoch: pos.GetEpoch(), FromOffset: from, ToOffset: pos.GetOffset(), Reason: "resume"}
+		}
 	}
+	st.epoch, st.received, st.unacked = s.GetPosition().GetEpoch(), s.GetPosition().GetOffset(), nil
+	return gap
 }
 
 func (c *Client) onMessage(cn conn, m *corralv1.Message) {
@@ -398,7 +520,7 @@ func (c *Client) onMessage(cn conn, m *corralv1.Message) {
 	if p0 && !c.cfg.ManualAck {
 		_ = cn.send(&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Channel: m.GetChannel(), Epoch: m.GetEpoch(), Offset: m.GetOffset()}}})
 	}
-	c.emit(Event{Kind: EventMessage, Message: m})
+	c.emit(Event{Kind: EventMessage, Channel: m.GetChannel(), Message: m})
 }
 
 func (c *Client) emit(e Event) {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/corralhq/corral/wire/corralv1"
@@ -8,21 +9,35 @@ import (
 
 func TestParseAddr(t *testing.T) {
 	tests := []struct {
-		addr, transport, wantT, wantTarget string
-		bad                                bool
+		addr, transport string
+		want            string // the endpoint of 10.0.0.1 as String shows it, with the name URL
+		bad             bool
 	}{
-		{"ws://h:1/v1/ws", "", "ws", "ws://h:1/v1/ws", false},
-		{"ws://h:1", "", "ws", "ws://h:1/v1/ws", false},
-		{"grpc://h:2", "", "grpc", "h:2", false},
-		{"h:3", "grpc", "grpc", "h:3", false},
-		{"h:4", "", "ws", "ws://h:4/v1/ws", false},
-		{"http://h:5", "", "", "", true},
+		{addr: "ws://h:1/v1/ws", want: "ws://10.0.0.1:1/v1/ws ws://h:1/v1/ws"},
+		{addr: "ws://h:1", want: "ws://10.0.0.1:1/v1/ws ws://h:1/v1/ws"},
+		{addr: "wss://h/x?a=b", want: "wss://10.0.0.1:443/x?a=b wss://h:443/x?a=b"},
+		{addr: "grpc://h:2", want: "grpc://10.0.0.1:2 ws://h:2"},
+		{addr: "grpcs://h:2", want: "grpcs://10.0.0.1:2 wss://h:2"},
+		{addr: "h:3", transport: "grpc", want: "grpc://10.0.0.1:3 ws://h:3"},
+		{addr: "h:4", want: "ws://10.0.0.1:4/v1/ws ws://h:4/v1/ws"},
+		{addr: "http://h:5", bad: true},
+		{addr: "grpc://h", bad: true},
+		{addr: "ws://:5", bad: true},
 	}
 	for _, tc := range tests {
-		tr, target, err := parseAddr(tc.addr, tc.transport)
-		if (err != nil) != tc.bad || tr != tc.wantT || target != tc.wantTarget {
-			t.Errorf("parseAddr(%q, %q) = %q, %q, %v", tc.addr, tc.transport, tr, target, err)
-		}
+		t.Run(tc.addr, func(t *testing.T) {
+			tg, err := parseAddr(tc.addr, tc.transport)
+			if (err != nil) != tc.bad {
+				t.Fatalf("parseAddr(%q, %q): error %v, want bad %v", tc.addr, tc.transport, err, tc.bad)
+			}
+			if err != nil {
+				return
+			}
+			ep := endpoint{target: tg, ip: netip.MustParseAddr("10.0.0.1")}
+			if got := ep.String() + " " + ep.url(); got != tc.want {
+				t.Fatalf("parseAddr(%q, %q) = %s, want %s", tc.addr, tc.transport, got, tc.want)
+			}
+		})
 	}
 }
 

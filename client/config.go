@@ -2,25 +2,38 @@ package client
 
 import (
 	"cmp"
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
+	"net/netip"
 	"time"
 )
 
 // Config says where and how a Client connects. Addrs and Token are
 // required; the other zero fields take defaults.
 type Config struct {
-	// Addrs are the servers, tried in order from a random start and then in
-	// turn after each disconnect. A WebSocket address is a ws:// URL (for
-	// example "ws://127.0.0.1:8080/v1/ws"); a gRPC address is
-	// "grpc://host:port" or a bare "host:port" with Transport "grpc".
+	// Addrs are the servers: ws://host:port[/path] and wss:// (WebSocket;
+	// no path means /v1/ws), grpc://host:port and grpcs:// (gRPC), or a
+	// bare host:port carried by Transport. A host name stands for every A
+	// and AAAA address it resolves to, resolved again before every
+	// connection attempt. Each attempt tries the addresses in a random
+	// order (the first address is no more likely than any other), the
+	// next one at once when one cannot be reached.
 	Addrs []string
-	// InOrder tries Addrs from the first instead of from a random one.
+	// InOrder tries the addresses in the order given, starting after the
+	// one tried last, instead of in a random order (for tests).
 	InOrder bool
-	// Transport is "ws" (default) or "grpc"; a URL scheme overrides it.
+	// Transport is "ws" (default) or "grpc" for bare host:port addresses;
+	// a URL scheme overrides it.
 	Transport string
+	// TLS configures wss:// and grpcs:// connections: RootCAs for a private
+	// CA, InsecureSkipVerify for tests only. nil uses the system roots.
+	// ServerName defaults to the host of the address.
+	TLS *tls.Config
+	// Resolve returns the addresses of a host name. nil uses the system
+	// resolver (every A and AAAA record).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// JSON selects the corral.v1.json WebSocket subprotocol instead of
 	// corral.v1.proto.
 	JSON bool
@@ -81,6 +94,9 @@ func (c Config) withDefaults() Config {
 	c.EventBuffer = cmp.Or(c.EventBuffer, 1024)
 	c.Name = cmp.Or(c.Name, "corral-go-client")
 	c.Transport = cmp.Or(c.Transport, "ws")
+	if c.Resolve == nil {
+		c.Resolve = lookupIP
+	}
 	return c
 }
 
@@ -90,7 +106,7 @@ func (c Config) Validate() error {
 		return errors.New("client: no address")
 	}
 	for _, a := range c.Addrs {
-		if _, _, err := parseAddr(a, c.Transport); err != nil {
+		if _, err := parseAddr(a, c.Transport); err != nil {
 			return err
 		}
 	}
@@ -104,27 +120,4 @@ func (c Config) Validate() error {
 		return errors.New("client: negative or inverted durations or sizes")
 	}
 	return nil
-}
-
-// parseAddr returns the transport and the dial target of an address.
-func parseAddr(a, transport string) (string, string, error) {
-	switch {
-	case strings.HasPrefix(a, "ws://"), strings.HasPrefix(a, "wss://"):
-		u, err := url.Parse(a)
-		if err != nil {
-			return "", "", fmt.Errorf("client: address %q: %w", a, err)
-		}
-		if u.Path == "" {
-			u.Path = "/v1/ws" // the hub's WebSocket endpoint
-		}
-		return "ws", u.String(), nil
-	case strings.HasPrefix(a, "grpc://"):
-		return "grpc", strings.TrimPrefix(a, "grpc://"), nil
-	case strings.Contains(a, "://"):
-		return "", "", fmt.Errorf("client: address %q: scheme must be ws, wss or grpc", a)
-	}
-	if transport == "grpc" {
-		return "grpc", a, nil
-	}
-	return "ws", "ws://" + a + "/v1/ws", nil
 }

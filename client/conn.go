@@ -2,15 +2,18 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/lxzan/gws"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/corralhq/corral/wire"
@@ -25,11 +28,23 @@ type conn interface {
 	close()
 }
 
-func dial(ctx context.Context, transport, target string, json bool) (conn, error) {
-	if transport == "grpc" {
-		return dialGRPC(ctx, target)
+// dial connects to ep: to its resolved address, with the name as given
+// for TLS (ServerName from tlsCfg or the host) and the WebSocket Host.
+func dial(ctx context.Context, ep endpoint, tlsCfg *tls.Config, json bool) (conn, error) {
+	var tc *tls.Config
+	if ep.secure {
+		tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		if tlsCfg != nil {
+			tc = tlsCfg.Clone()
+		}
+		if tc.ServerName == "" {
+			tc.ServerName = ep.host
+		}
 	}
-	return dialWS(ctx, target, json)
+	if ep.transport == "grpc" {
+		return dialGRPC(ctx, ep, tc)
+	}
+	return dialWS(ctx, ep, tc, json)
 }
 
 // gRPC.
@@ -40,8 +55,13 @@ type grpcConn struct {
 	cancel context.CancelFunc
 }
 
-func dialGRPC(ctx context.Context, target string) (*grpcConn, error) {
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func dialGRPC(ctx context.Context, ep endpoint, tc *tls.Config) (*grpcConn, error) {
+	creds := insecure.NewCredentials()
+	if tc != nil {
+		creds = credentials.NewTLS(tc)
+	}
+	target := ep.dialAddr()
+	cc, err := grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(creds), grpc.WithAuthority(net.JoinHostPort(ep.host, ep.port)))
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -119,7 +139,20 @@ func closeOfWS(err error) error {
 	return wire.Close{Code: wire.CloseGoingAway, Text: fmt.Sprint(err)}
 }
 
-func dialWS(ctx context.Context, url string, json bool) (*wsConn, error) {
+// wsDialer connects a WebSocket to the endpoint's resolved address
+// whatever the URL's host is.
+type wsDialer struct {
+	ctx  context.Context
+	addr string
+}
+
+func (d wsDialer) Dial(network, _ string) (net.Conn, error) {
+	var nd net.Dialer
+	return nd.DialContext(d.ctx, network, d.addr)
+}
+
+func dialWS(ctx context.Context, ep endpoint, tc *tls.Config, json bool) (*wsConn, error) {
+	url := ep.url()
 	format := wire.FormatProto
 	op := gws.OpcodeBinary
 	if json {
@@ -135,6 +168,8 @@ func dialWS(ctx context.Context, url string, json bool) (*wsConn, error) {
 		Addr:               url,
 		RequestHeader:      http.Header{"Sec-WebSocket-Protocol": []string{format.Subprotocol()}},
 		ReadMaxPayloadSize: 16 << 20,
+		TlsConfig:          tc,
+		NewDialer:          func() (gws.Dialer, error) { return wsDialer{ctx: ctx, addr: ep.dialAddr()}, nil },
 	}
 	if !dl.IsZero() {
 		opt.HandshakeTimeout = max(1, time.Until(dl))

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -61,4 +62,82 @@ func ExampleClient_SubscribeFrom() {
 	// recovered: true
 	// 2 1-1
 	// 3 2-1
+}
+
+// exampleHub runs a hub on a free port with a publisher that sends
+// "hello" on news.eu of tenant demo every 20 ms, and returns its
+// WebSocket URL and a token for it.
+func exampleHub() (url, token string, stop func()) {
+	const secret = "example-secret-0123456789"
+	cfg := hub.DefaultConfig()
+	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.History.Store = "memory"
+	cfg.Auth.Keys = []auth.KeyConfig{{Algorithm: "HS256", Secret: secret}}
+	h, err := hub.New(cfg, hub.Options{})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = h.Run(ctx) }()
+	<-h.Started()
+	token, _ = jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{
+		Tenant: "demo", Channels: []string{"news.*"}, Publish: []string{"news.*"},
+		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+	}).SignedString([]byte(secret))
+	url = "ws://" + h.Addr().String()
+	pub, err := client.Dial(ctx, client.Config{Addrs: []string{url}, Token: token})
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		for range pub.Events() {
+		}
+	}()
+	go func() {
+		for ctx.Err() == nil {
+			_, _ = pub.Publish(ctx, "news.eu", client.PriorityP2, []byte("hello"), "")
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return url, token, func() {
+		cancel()
+		_ = pub.Close()
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		_ = h.Shutdown(sctx)
+	}
+}
+
+// Subscribe to a channel and print its messages; the lines between the
+// README markers are client/README.md's example, word for word
+// (TestREADMEExample checks).
+func Example() {
+	url, token, stop := exampleHub()
+	defer stop()
+	// README example begins.
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.Config{Addrs: []string{url}, Token: token})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Subscribe(ctx, "news.eu"); err != nil {
+		log.Fatal(err)
+	}
+	for e := range c.Events() {
+		switch e.Kind {
+		case client.EventMessage:
+			fmt.Printf("%s: %s\n", e.Channel, e.Message.GetData())
+			return // one is enough here
+		case client.EventGap:
+			log.Println("lost:", e) // resync e.Channel from its source of truth
+		default:
+			log.Println(e) // connecting, connected, disconnected (and when the next attempt is), resumed
+		}
+	}
+	log.Fatal(c.Err()) // the server refused for good (errors.Is ErrUnauthorized, ErrForbidden, ErrPolicy)
+	// README example ends.
+
+	// Output:
+	// news.eu: hello
 }

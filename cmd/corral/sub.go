@@ -43,7 +43,8 @@ grpcs://... (gRPC); several comma-separated URLs are tried in random order.
 The session token comes from --token or $CORRAL_TOKEN (corral token mints
 one). When the connection drops, sub reconnects with jittered backoff and
 resumes every channel from the last message it printed: it prints each
-message once, and says on stderr when messages were lost meanwhile.
+message once, and says on stderr which offsets were lost when the hub no
+longer had them.
 Connection changes go to stderr, messages to stdout. A terminal refusal
 (token rejected, channel not allowed) ends it with exit status 1.`,
 		Example: `  export CORRAL_TOKEN=$(corral token --secret-env CORRAL_DEV_SECRET --tenant demo --channels 'news.*')
@@ -106,6 +107,9 @@ func runSub(ctx context.Context, g *globals, f *subFlags, url string, channels [
 			return nil
 		case ev, ok := <-c.Events():
 			if !ok {
+				if err := c.Err(); err != nil {
+					return fmt.Errorf("sub: %w", err)
+				}
 				return fmt.Errorf("sub: stopped: %v", last)
 			}
 			e = ev
@@ -122,13 +126,9 @@ func runSub(ctx context.Context, g *globals, f *subFlags, url string, channels [
 			fmt.Fprintf(g.stderr, "corral: connected to %s (session %s)\n", e.Addr, e.SessionID)
 		case client.EventDisconnected:
 			last = e.Close
-			fmt.Fprintf(g.stderr, "corral: disconnected: %v\n", e.Close)
-		case client.EventResubscribed:
-			if s := e.Subscribed; s.GetResumed() && !s.GetRecovered() {
-				fmt.Fprintf(g.stderr, "corral: %s: messages were lost while disconnected; continuing from offset %d\n", s.GetChannel(), s.GetPosition().GetOffset())
-			}
+			fmt.Fprintf(g.stderr, "corral: %v\n", e)
 		case client.EventGap:
-			fmt.Fprintf(g.stderr, "corral: %s: offsets %d to %d will not come (%s)\n", e.Gap.GetChannel(), e.Gap.GetFromOffset(), e.Gap.GetToOffset(), e.Gap.GetReason())
+			fmt.Fprintf(g.stderr, "corral: %s: offsets %d to %d were lost (%s)\n", e.Channel, e.Gap.GetFromOffset(), e.Gap.GetToOffset(), e.Gap.GetReason())
 		case client.EventRefused:
 			fmt.Fprintf(g.stderr, "corral: %s: refused after a reconnect: %v\n", e.Channel, e.Close)
 		}
