@@ -56,12 +56,14 @@ type grpcConn struct {
 }
 
 func dialGRPC(ctx context.Context, ep endpoint, tc *tls.Config) (*grpcConn, error) {
-	creds := insecure.NewCredentials()
+	// The name as given is the authority: the TLS server name (which
+	// grpc-go takes as the authority) or host:port.
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority(net.JoinHostPort(ep.host, ep.port))}
 	if tc != nil {
-		creds = credentials.NewTLS(tc)
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
 	}
 	target := ep.dialAddr()
-	cc, err := grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(creds), grpc.WithAuthority(net.JoinHostPort(ep.host, ep.port)))
+	cc, err := grpc.NewClient("passthrough:///"+target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
