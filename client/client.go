@@ -189,9 +189,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 // connectRound resolves every address again and tries the endpoints in
 // the order of order() until a session is up. It goes on to the next
-// endpoint when one cannot be reached, and stops at the first answer of a
-// server that refuses (a close: its hint or terminal code decides what
-// follows) or when ctx ends.
+// endpoint when one fails, and stops at a terminal refusal, at a refusal
+// with a retry hint (the hint decides when to come back), or when ctx
+// ends.
 func (c *Client) connectRound(ctx context.Context) (conn, error) {
 	targets := make([]target, len(c.cfg.Addrs))
 	for i, a := range c.cfg.Addrs {
@@ -220,7 +220,9 @@ func (c *Client) connectRound(ctx context.Context) (conn, error) {
 			return cn, nil
 		}
 		var cl wire.Close
-		if errors.As(err, &cl) || ctx.Err() != nil {
+		if terminal(err) != nil || errors.As(err, &cl) && cl.RetryAfter > 0 || ctx.Err() != nil {
+			// Refused for good, or told when to come back: no other
+			// address now.
 			return nil, err
 		}
 		errs = append(errs, err)

