@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/corralhq/corral/backoff"
 )
 
 // Config says where and how a Client connects. Addrs and Token are
@@ -49,6 +51,12 @@ type Config struct {
 	// ReconnectMin and ReconnectMax bound the jittered reconnect delay.
 	// Defaults 50ms and 5s. A server's retry hint raises the delay.
 	ReconnectMin, ReconnectMax time.Duration
+	// Backoff, when its Policy is set ("full", "equal", "decorrelated",
+	// "grpc", "exponential" or "none", package backoff), is the reconnect
+	// schedule in place of ReconnectMin and ReconnectMax, with backoff's
+	// defaults for the fields left zero. A server's retry hint is the floor
+	// of the next delay either way (backoff's hint code).
+	Backoff backoff.Config
 	// DialTimeout bounds one connection attempt, Hello to Welcome included.
 	// Default 5s.
 	DialTimeout time.Duration
@@ -115,6 +123,11 @@ func (c Config) Validate() error {
 	}
 	if c.Priority > PriorityP2 {
 		return fmt.Errorf("client: priority %d", c.Priority)
+	}
+	if c.Backoff.Policy != "" {
+		if _, err := c.Backoff.WithDefaults(); err != nil {
+			return fmt.Errorf("client: backoff: %w", err)
+		}
 	}
 	if c.ReconnectMin < 0 || c.ReconnectMax < c.ReconnectMin && c.ReconnectMax != 0 || c.DialTimeout < 0 || c.EventBuffer < 0 {
 		return errors.New("client: negative or inverted durations or sizes")

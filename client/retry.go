@@ -6,11 +6,14 @@ import (
 	"github.com/corralhq/corral/backoff"
 )
 
-// newRetry returns a client's reconnect schedule: full jitter from
-// ReconnectMin, doubling up to ReconnectMax, drawing from rnd (nil: the
-// process-wide generator).
+// newRetry returns a client's reconnect schedule, drawing from rnd (nil:
+// the process-wide generator): cfg.Backoff when it names a policy, else
+// full jitter from ReconnectMin, doubling up to ReconnectMax.
 func newRetry(cfg Config, rnd backoff.Rand) (*backoff.Backoff, error) {
-	return backoff.NewBackoff(backoff.Config{Base: cfg.ReconnectMin, Cap: max(cfg.ReconnectMax, cfg.ReconnectMin)}, rnd)
+	if cfg.Backoff.Policy != "" {
+		return backoff.NewBackoff(cfg.Backoff, rnd)
+	}
+	return backoff.NewBackoff(backoff.Config{Base: cfg.ReconnectMin, Cap: max(cfg.ReconnectMax, cfg.ReconnectMin), MaxHint: cfg.Backoff.MaxHint}, rnd)
 }
 
 // retryDelay returns how long to wait before the next connection attempt:

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/backoff"
 )
 
 // TestRetryHintSpreadsAHerd: 1,000 clients, each with its own reconnect
@@ -39,5 +41,34 @@ func TestRetryHintSpreadsAHerd(t *testing.T) {
 	}
 	if hi-lo < hint/2 {
 		t.Errorf("delays span %v to %v, want them spread over at least half the hint above it", lo, hi)
+	}
+}
+
+// TestBackoffPolicySelectable: Config.Backoff replaces the default full
+// jitter: "none" with a base waits exactly the base every time, and an
+// unknown policy fails Validate.
+func TestBackoffPolicySelectable(t *testing.T) {
+	cfg := Config{Addrs: []string{"127.0.0.1:1"}, Backoff: backoff.Config{Policy: "none", Base: 7 * time.Millisecond}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := newRetry(cfg.withDefaults(), rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if d := retryDelay(retry, 0); d != 7*time.Millisecond {
+			t.Fatalf("attempt %d waits %v, want the constant 7ms of policy none", i, d)
+		}
+	}
+	for _, policy := range []string{"full", "equal", "decorrelated", "grpc", "exponential"} {
+		cfg.Backoff = backoff.Config{Policy: policy}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("policy %s: %v", policy, err)
+		}
+	}
+	cfg.Backoff = backoff.Config{Policy: "fibonacci"}
+	if cfg.Validate() == nil {
+		t.Fatal("an unknown backoff policy was accepted")
 	}
 }
