@@ -23,7 +23,8 @@ type EventKind uint8
 
 // The kinds of Event.
 const (
-	// EventConnecting: a connection attempt to Addr starts.
+	// EventConnecting: a reconnection attempt to Addr starts (Dial's own
+	// attempts emit none: its result says how they went).
 	EventConnecting EventKind = iota + 1
 	// EventConnected: a session is up (Welcome received); Addr and
 	// SessionID are set.
@@ -151,6 +152,8 @@ type Client struct {
 	subs      map[string]*chanState
 	final     error
 	dups      uint64 // messages dropped as already delivered
+	last      string // the endpoint of the last attempt: tried last in the next round
+	dialing   bool   // Dial's round runs: no connecting events
 }
 
 // Dial connects to one of cfg.Addrs (the first that answers, starting from
@@ -175,6 +178,10 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		cancel()
 		return nil, fmt.Errorf("client: reconnect delays: %w", err)
 	}
+	// Until Dial returns nobody reads Events: its round emits no
+	// connecting events (Dial's result says how it went), only the
+	// connected one, so that even a buffer of one never blocks it.
+	c.dialing = true
 	cn, err := c.connectRound(ctx)
 	if err != nil {
 		cancel()
@@ -183,6 +190,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		return nil, err
 	}
+	c.mu.Lock()
+	c.dialing = false
+	c.mu.Unlock()
 	go c.run(cn, retry)
 	return c, nil
 }
@@ -211,9 +221,13 @@ func (c *Client) connectRound(ctx context.Context) (conn, error) {
 	start := c.next
 	c.mu.Unlock()
 	var errs []error
-	for _, ep := range order(eps, c.cfg.InOrder, start) {
+	c.mu.Lock()
+	last := c.last
+	c.mu.Unlock()
+	for _, ep := range order(eps, c.cfg.InOrder, start, last) {
 		c.mu.Lock()
 		c.next++
+		c.last = ep.String()
 		c.mu.Unlock()
 		cn, err := c.connect(ctx, ep)
 		if err == nil {
@@ -263,8 +277,12 @@ func (c *Client) SessionID() string {
 // every channel from its resume position.
 func (c *Client) connect(ctx context.Context, ep endpoint) (conn, error) {
 	a := ep.String()
-	c.emit(Event{Kind: EventConnecting, Addr: a})
 	c.mu.Lock()
+	if !c.dialing {
+		c.mu.Unlock()
+		c.emit(Event{Kind: EventConnecting, Addr: a})
+		c.mu.Lock()
+	}
 	hello := &corralv1.Hello{Token: c.cfg.Token, Priority: wire.PriorityOfRank(c.cfg.Priority.Rank()), Client: c.cfg.Name, PreviousSessionId: c.sessionID}
 	names := make([]string, 0, len(c.subs))
 	for name := range c.subs {
@@ -423,9 +441,10 @@ func (c *Client) read(cn conn) wire.Close {
 			c.mu.Unlock()
 			if ch != nil {
 				if s := f.GetSubscribed(); s != nil {
-					if g := c.noteSubscribed(s); g != nil {
-						c.emit(Event{Kind: EventGap, Channel: g.GetChannel(), Gap: g})
-					}
+					// The answer to the application's Subscribe or
+					// SubscribeFrom: it tells the caller about a loss
+					// (Recovered false), no EventGap.
+					c.noteSubscribed(s)
 				}
 				ch <- f
 				continue

@@ -129,17 +129,24 @@ func lookupIP(ctx context.Context, host string) ([]netip.Addr, error) {
 // order returns the endpoints in the order one round of attempts tries
 // them: a uniformly random permutation (so that a fleet spreads over
 // every address from the first resolution, never piling onto the first
-// one), or, with inOrder, the list rotated to start at start.
-func order(eps []endpoint, inOrder bool, start int) []endpoint {
-	out := make([]endpoint, len(eps))
+// one) with last, the endpoint of the previous attempt, moved to the end
+// (a session that ended or an attempt that failed goes elsewhere first);
+// or, with inOrder, the list rotated to start at start.
+func order(eps []endpoint, inOrder bool, start int, last string) []endpoint {
+	out := make([]endpoint, 0, len(eps))
 	if inOrder {
 		for i := range eps {
-			out[i] = eps[(start+i)%len(eps)]
+			out = append(out, eps[(start+i)%len(eps)])
 		}
 		return out
 	}
-	for i, j := range rand.Perm(len(eps)) {
-		out[i] = eps[j]
+	var tail []endpoint
+	for _, j := range rand.Perm(len(eps)) {
+		if eps[j].String() == last {
+			tail = append(tail, eps[j])
+			continue
+		}
+		out = append(out, eps[j])
 	}
-	return out
+	return append(out, tail...)
 }
