@@ -434,7 +434,9 @@ func (c *Client) read(cn conn) wire.Close {
 			}
 			return cl
 		}
-		if id := f.GetId(); id != 0 {
+		if id := f.GetId(); id != 0 && f.GetPing() == nil {
+			// A reply names its request's id; a server's Ping carries an
+			// id of the server's own, which may equal a pending one.
 			c.mu.Lock()
 			ch := c.pending[id]
 			delete(c.pending, id)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,10 @@ type fakeHub struct {
 	// sends it), or 0 to check that a channel alone keeps it from
 	// reading as a close.
 	refuseID func(hello uint64) uint64
+	// pingFirst makes the hub send a Ping carrying a Subscribe's id before
+	// its answer (a server's Ping ids are its own, and may be any number).
+	pingFirst atomic.Bool
+	pongs     chan *corralv1.Pong
 
 	mu    sync.Mutex
 	conns map[string]net.Conn // by remote address
@@ -65,7 +70,7 @@ func startFakeHub(t *testing.T, refuseID func(uint64) uint64) *fakeHub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &fakeHub{addr: ln.Addr().String(), sessions: make(chan *fakeSession, 8), refuse: make(chan string, 8), conns: make(map[string]net.Conn), refuseID: refuseID}
+	h := &fakeHub{addr: ln.Addr().String(), sessions: make(chan *fakeSession, 8), refuse: make(chan string, 8), conns: make(map[string]net.Conn), refuseID: refuseID, pongs: make(chan *corralv1.Pong, 8)}
 	s := grpc.NewServer()
 	corralv1.RegisterCorralServer(s, h)
 	go func() { _ = s.Serve(trackListener{Listener: ln, h: h}) }()
@@ -108,7 +113,13 @@ func (h *fakeHub) Connect(stream corralv1.Corral_ConnectServer) error {
 			if err != nil {
 				return
 			}
+			if p := f.GetPong(); p != nil {
+				h.pongs <- p
+			}
 			if sub := f.GetSubscribe(); sub != nil {
+				if h.pingFirst.Load() {
+					_ = stream.Send(&corralv1.ServerFrame{Id: f.GetId(), Frame: &corralv1.ServerFrame_Ping{Ping: &corralv1.Ping{Payload: []byte("p")}}})
+				}
 				_ = stream.Send(&corralv1.ServerFrame{Id: f.GetId(), Frame: &corralv1.ServerFrame_Subscribed{Subscribed: &corralv1.Subscribed{Channel: sub.GetChannel(), Position: &corralv1.Position{Epoch: "e"}}}})
 			}
 		}
@@ -261,5 +272,36 @@ func testReconnectLoop(t *testing.T, refuseID func(uint64) uint64) {
 	case s := <-b.sessions:
 		t.Fatalf("the client reconnected after 1008 (hello %v)", s.hello)
 	default:
+	}
+}
+
+// TestPingIsNoReply: a server Ping whose id happens to equal that of a
+// pending request is answered with a Pong and is not taken for the
+// request's reply.
+func TestPingIsNoReply(t *testing.T) {
+	h := startFakeHub(t, func(hello uint64) uint64 { return hello })
+	h.pingFirst.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, Config{Addrs: []string{"grpc://" + h.addr}, Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h.next(t)
+	s, err := c.Subscribe(ctx, "news")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.GetChannel() != "news" {
+		t.Fatalf("Subscribe answered %v: the Ping with its id was taken for the reply", s)
+	}
+	select {
+	case p := <-h.pongs:
+		if string(p.GetPayload()) != "p" {
+			t.Fatalf("pong payload %q, want the ping's", p.GetPayload())
+		}
+	case <-ctx.Done():
+		t.Fatal("the ping got no pong")
 	}
 }
