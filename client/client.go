@@ -54,11 +54,6 @@ const (
 	EventRefused
 )
 
-// EventResubscribed is the former name of EventResumed.
-//
-// Deprecated: use EventResumed.
-const EventResubscribed = EventResumed
-
 var eventNames = [...]string{
 	EventConnecting: "connecting", EventConnected: "connected", EventDisconnected: "disconnected",
 	EventMessage: "message", EventGap: "gap", EventResumed: "resumed", EventRefused: "refused",

@@ -51,7 +51,7 @@ func TestP0AtLeastOnceAcrossHubs(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.abort() // the hub dies: 5..10 are delivered but not acknowledged
-	e := nextEvent(t, c, client.EventResubscribed)
+	e := nextEvent(t, c, client.EventResumed)
 	if !e.Subscribed.GetRecovered() || c.Addr() != b.wsAddr() {
 		t.Fatalf("resume on %s: %+v, want recovered on B", c.Addr(), e.Subscribed)
 	}
@@ -69,7 +69,7 @@ func TestP0AtLeastOnceAcrossHubs(t *testing.T) {
 		return b.metric("corral_hub_frames_received_total", "type", "ack") >= 1
 	})
 	b.closeAll(closeForTest)
-	if e := nextEvent(t, c, client.EventResubscribed); !e.Subscribed.GetRecovered() {
+	if e := nextEvent(t, c, client.EventResumed); !e.Subscribed.GetRecovered() {
 		t.Fatalf("second resume: %+v", e.Subscribed)
 	}
 	publish(16, 16)

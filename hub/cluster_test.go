@@ -94,7 +94,7 @@ func TestThreeHubsOnANATSCluster(t *testing.T) {
 	for i, s := range subs {
 		wg.Go(func() {
 			for len(got[i]) < total {
-				e, err := awaitEvent(s, client.EventMessage, client.EventGap, client.EventResubscribed)
+				e, err := awaitEvent(s, client.EventMessage, client.EventGap, client.EventResumed)
 				if err != nil {
 					t.Errorf("subscriber %d after %d messages: %v", i, len(got[i]), err)
 					return
@@ -103,7 +103,7 @@ func TestThreeHubsOnANATSCluster(t *testing.T) {
 				case client.EventGap:
 					t.Errorf("subscriber %d: gap %+v", i, e.Gap)
 					return
-				case client.EventResubscribed:
+				case client.EventResumed:
 					if !e.Subscribed.GetRecovered() {
 						t.Errorf("subscriber %d: resume on %s not recovered: %+v", i, s.Addr(), e.Subscribed)
 						return

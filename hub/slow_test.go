@@ -116,7 +116,7 @@ func TestSlowConsumer(t *testing.T) {
 	seen := make(map[uint64]string)
 	sawClose := false
 	for {
-		e, err := awaitEvent(slow, client.EventMessage, client.EventGap, client.EventDisconnected, client.EventResubscribed)
+		e, err := awaitEvent(slow, client.EventMessage, client.EventGap, client.EventDisconnected, client.EventResumed)
 		if err != nil {
 			t.Logf("seen %d of %d (last P2 %d), closed %v, sessions %d: %v", len(seen), lastP0, lastP2, sawClose, th.Sessions(), seen)
 			buf := make([]byte, 1<<20)
@@ -139,7 +139,7 @@ func TestSlowConsumer(t *testing.T) {
 			// The peer does not read: it may see 4000 or only the cut
 			// connection. The hub counts the close as 4000.
 			sawClose = true
-		case client.EventResubscribed:
+		case client.EventResumed:
 			if !e.Subscribed.GetRecovered() {
 				t.Fatalf("resume after the slow-consumer close not recovered: %+v", e.Subscribed)
 			}
