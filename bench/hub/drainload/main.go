@@ -32,6 +32,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/corralhq/corral/bench/hub/internal/wsframe"
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -220,12 +221,12 @@ func open(addr string, src netip.Addr, hello []byte, codec *wire.Codec) (net.Con
 		c.Close()
 		return nil, nil, fmt.Errorf("upgrade answered %s", resp.Status)
 	}
-	if _, err := c.Write(maskedFrame(0x2, hello)); err != nil {
+	if _, err := c.Write(wsframe.Masked(0x2, hello)); err != nil {
 		c.Close()
 		return nil, nil, err
 	}
 	for {
-		op, p, err := readFrame(r)
+		op, p, err := wsframe.Read(r)
 		if err != nil {
 			c.Close()
 			return nil, nil, fmt.Errorf("waiting for Welcome: %w", err)
@@ -248,7 +249,7 @@ func open(addr string, src netip.Addr, hello []byte, codec *wire.Codec) (net.Con
 func watch(c net.Conn, r *bufio.Reader, codec *wire.Codec) outcome {
 	var o outcome
 	for {
-		op, p, err := readFrame(r)
+		op, p, err := wsframe.Read(r)
 		if err != nil {
 			return o // cut: no close frame (closeCode stays 0)
 		}
@@ -261,66 +262,14 @@ func watch(c net.Conn, r *bufio.Reader, codec *wire.Codec) outcome {
 				}
 			}
 		case 0x9: // ping: pong
-			_, _ = c.Write(maskedFrame(0xA, p))
+			_, _ = c.Write(wsframe.Masked(0xA, p))
 		case 0x8:
 			o.closeCode = -1 // a close frame without a code
 			if len(p) >= 2 {
 				o.closeCode = int(binary.BigEndian.Uint16(p))
 			}
-			_, _ = c.Write(maskedFrame(0x8, p[:min(len(p), 2)]))
+			_, _ = c.Write(wsframe.Masked(0x8, p[:min(len(p), 2)]))
 			return o
 		}
 	}
-}
-
-// readFrame reads one unmasked server frame: its opcode and payload.
-func readFrame(r *bufio.Reader) (byte, []byte, error) {
-	var h [2]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, err
-	}
-	n := uint64(h[1] & 0x7f)
-	switch n {
-	case 126:
-		var b [2]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return 0, nil, err
-		}
-		n = uint64(binary.BigEndian.Uint16(b[:]))
-	case 127:
-		var b [8]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return 0, nil, err
-		}
-		n = binary.BigEndian.Uint64(b[:])
-	}
-	if n > 1<<20 {
-		return 0, nil, fmt.Errorf("frame of %d bytes", n)
-	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(r, p); err != nil {
-		return 0, nil, err
-	}
-	return h[0] & 0x0f, p, nil
-}
-
-// maskedFrame builds a final client frame with opcode op.
-func maskedFrame(op byte, payload []byte) []byte {
-	var mask [4]byte
-	_, _ = rand.Read(mask[:])
-	b := []byte{0x80 | op}
-	switch n := len(payload); {
-	case n < 126:
-		b = append(b, 0x80|byte(n))
-	case n < 1<<16:
-		b = append(b, 0x80|126, byte(n>>8), byte(n))
-	default:
-		b = append(b, 0x80|127)
-		b = binary.BigEndian.AppendUint64(b, uint64(n))
-	}
-	b = append(b, mask[:]...)
-	for i, c := range payload {
-		b = append(b, c^mask[i%4])
-	}
-	return b
 }

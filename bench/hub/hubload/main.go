@@ -17,7 +17,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -36,6 +35,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/corralhq/corral/bench/hub/internal/wsframe"
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -72,67 +72,6 @@ func sourceAddr(i int) net.Addr {
 }
 
 var codec, _ = wire.NewCodec(wire.FormatProto, wire.Config{})
-
-// writeFrame writes one masked binary WebSocket frame.
-func writeFrame(w io.Writer, payload []byte) error { return writeFrameOp(w, 2, payload) }
-
-// writeFrameOp writes one masked WebSocket frame of opcode op.
-func writeFrameOp(w io.Writer, op byte, payload []byte) error {
-	var hdr [14]byte
-	hdr[0] = 0x80 | op
-	n := 2
-	switch l := len(payload); {
-	case l < 126:
-		hdr[1] = 0x80 | byte(l)
-	case l < 65536:
-		hdr[1] = 0x80 | 126
-		binary.BigEndian.PutUint16(hdr[2:], uint16(l))
-		n = 4
-	default:
-		hdr[1] = 0x80 | 127
-		binary.BigEndian.PutUint64(hdr[2:], uint64(l))
-		n = 10
-	}
-	var mask [4]byte
-	_, _ = rand.Read(mask[:])
-	copy(hdr[n:], mask[:])
-	n += 4
-	masked := make([]byte, len(payload))
-	for i, b := range payload {
-		masked[i] = b ^ mask[i%4]
-	}
-	_, err := w.Write(append(hdr[:n], masked...))
-	return err
-}
-
-// readFrame reads one unmasked frame from the server; it returns the
-// opcode and payload.
-func readFrame(r *bufio.Reader) (byte, []byte, error) {
-	var h [2]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, err
-	}
-	l := uint64(h[1] & 0x7f)
-	switch l {
-	case 126:
-		var b [2]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return 0, nil, err
-		}
-		l = uint64(binary.BigEndian.Uint16(b[:]))
-	case 127:
-		var b [8]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return 0, nil, err
-		}
-		l = binary.BigEndian.Uint64(b[:])
-	}
-	p := make([]byte, l)
-	if _, err := io.ReadFull(r, p); err != nil {
-		return 0, nil, err
-	}
-	return h[0] & 0x0f, p, nil
-}
 
 // server is what the clients talk to: a corral hub, or Centrifugo (its
 // protobuf or JSON protocol: connect with the token, then subscribe) for
@@ -220,11 +159,11 @@ func corralSession(c net.Conn, br *bufio.Reader, token, channel string, helloTim
 		if err != nil {
 			return err
 		}
-		return writeFrame(c, b)
+		return wsframe.Write(c, 2, b)
 	}
 	expect := func(want func(*corralv1.ServerFrame) bool) error {
 		for {
-			op, p, err := readFrame(br)
+			op, p, err := wsframe.Read(br)
 			if err != nil {
 				return err
 			}
@@ -279,7 +218,7 @@ func centrifugoSession(c net.Conn, br *bufio.Reader, token, channel string, hell
 	}
 	expect := func(id uint32) error {
 		for {
-			op, p, err := readFrame(br)
+			op, p, err := wsframe.Read(br)
 			if err != nil {
 				return err
 			}
@@ -303,7 +242,7 @@ func centrifugoSession(c net.Conn, br *bufio.Reader, token, channel string, hell
 	}
 	tokJSON, _ := json.Marshal(token)
 	t := time.Now()
-	if err := writeFrameOp(c, 1, []byte(`{"id":1,"connect":{"token":`+string(tokJSON)+`}}`)); err != nil {
+	if err := wsframe.Write(c, 1, []byte(`{"id":1,"connect":{"token":`+string(tokJSON)+`}}`)); err != nil {
 		return err
 	}
 	_ = c.SetReadDeadline(t.Add(helloTimeout))
@@ -317,7 +256,7 @@ func centrifugoSession(c net.Conn, br *bufio.Reader, token, channel string, hell
 	}
 	chJSON, _ := json.Marshal(channel)
 	t = time.Now()
-	if err := writeFrameOp(c, 1, []byte(`{"id":2,"subscribe":{"channel":`+string(chJSON)+`}}`)); err != nil {
+	if err := wsframe.Write(c, 1, []byte(`{"id":2,"subscribe":{"channel":`+string(chJSON)+`}}`)); err != nil {
 		return err
 	}
 	if err := expect(2); err != nil {
@@ -347,7 +286,7 @@ func centrifugoProtoSession(c net.Conn, br *bufio.Reader, token, channel string,
 	}
 	expect := func(id uint32) error {
 		for {
-			op, p, err := readFrame(br)
+			op, p, err := wsframe.Read(br)
 			if err != nil {
 				return err
 			}
@@ -392,7 +331,7 @@ func centrifugoProtoSession(c net.Conn, br *bufio.Reader, token, channel string,
 		}
 	}
 	t := time.Now()
-	if err := writeFrameOp(c, 2, command(1, 4, str1(token))); err != nil {
+	if err := wsframe.Write(c, 2, command(1, 4, str1(token))); err != nil {
 		return err
 	}
 	_ = c.SetReadDeadline(t.Add(helloTimeout))
@@ -405,7 +344,7 @@ func centrifugoProtoSession(c net.Conn, br *bufio.Reader, token, channel string,
 		return nil
 	}
 	t = time.Now()
-	if err := writeFrameOp(c, 2, command(2, 5, str1(channel))); err != nil {
+	if err := wsframe.Write(c, 2, command(2, 5, str1(channel))); err != nil {
 		return err
 	}
 	if err := expect(2); err != nil {
@@ -518,7 +457,7 @@ func runClients(args []string) error {
 		}
 		go func() {
 			for {
-				op, p, err := readFrame(readers[i])
+				op, p, err := wsframe.Read(readers[i])
 				if err != nil {
 					return
 				}
