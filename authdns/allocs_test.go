@@ -1,8 +1,6 @@
 package authdns
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -11,13 +9,9 @@ import (
 // allocsZone is rulesZone with the multivalue set of 8 health-checked
 // values of bench/dns/run.sh.
 func allocsZone() string {
-	var checks, values strings.Builder
-	for i := 1; i <= 8; i++ {
-		fmt.Fprintf(&checks, "    - {name: lb-%d, kind: tcp, address: \"127.0.0.1:1\", interval: 1h}\n", i)
-		fmt.Fprintf(&values, "          - {value: 10.0.0.%d, check: lb-%d}\n", i, i)
-	}
-	return "health:\n  checks:\n" + checks.String() + rulesZone() +
-		"      - name: checked\n        type: A\n        policy: multivalue\n        values:\n" + values.String()
+	checks, values := checkedSet(lbNames...)
+	return "health:\n  checks:\n" + checks + rulesZone() +
+		"      - name: checked\n        type: A\n        policy: multivalue\n        values:\n" + values
 }
 
 // TestPerQueryAllocs pins the allocations of the query path (parse, select,

@@ -1,9 +1,7 @@
 package authdns
 
 import (
-	"fmt"
 	"net/netip"
-	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -12,17 +10,13 @@ import (
 // benchZone has (a) a static A with 2 values and (b) a multivalue set of 8
 // health-checked values, the two cases of bench/dns/run.sh.
 func benchZone() string {
-	var checks, values strings.Builder
-	for i := 1; i <= 8; i++ {
-		fmt.Fprintf(&checks, "    - {name: lb-%d, kind: tcp, address: \"127.0.0.1:1\", interval: 1h}\n", i)
-		fmt.Fprintf(&values, "          - {value: 10.0.0.%d, check: lb-%d}\n", i, i)
-	}
+	checks, values := checkedSet(lbNames...)
 	return `
 listen: 127.0.0.1:0
 rrl: {enabled: false}
 health:
   checks:
-` + checks.String() + `
+` + checks + `
 zones:
   - origin: corral.test
     ns: [ns1.corral.test]
@@ -32,7 +26,7 @@ zones:
         type: A
         policy: multivalue
         values:
-` + values.String()
+` + values
 }
 
 // BenchmarkHandle measures the query path without sockets as the UDP loop

@@ -2,6 +2,7 @@ package authdns
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -167,3 +168,19 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 func netParse(s string) net.IP { return net.ParseIP(s).To4() }
 
 func testLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// checkedSet returns, for the check names, the YAML items of a health
+// checks list (TCP checks of an unused port, probed hourly) and of a
+// record's values list, value 10.0.0.<i+1> checked by names[i], indented
+// to stand under "health: checks:" and under a record of "zones: records:".
+func checkedSet(names ...string) (checks, values string) {
+	var c, v strings.Builder
+	for i, n := range names {
+		fmt.Fprintf(&c, "    - {name: %s, kind: tcp, address: \"127.0.0.1:1\", interval: 1h}\n", n)
+		fmt.Fprintf(&v, "          - {value: 10.0.0.%d, check: %s}\n", i+1, n)
+	}
+	return c.String(), v.String()
+}
+
+// lbNames are the 8 check names of the multivalue case of bench/dns/run.sh.
+var lbNames = []string{"lb-1", "lb-2", "lb-3", "lb-4", "lb-5", "lb-6", "lb-7", "lb-8"}

@@ -1,9 +1,7 @@
 package authdns
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -12,17 +10,13 @@ import (
 // healthZone is a multivalue set with one value per check name, each value
 // 10.0.0.<i+1> checked by names[i].
 func healthZone(names ...string) string {
-	var checks, values strings.Builder
-	for i, n := range names {
-		fmt.Fprintf(&checks, "    - {name: %s, kind: tcp, address: \"127.0.0.1:1\", interval: 1h}\n", n)
-		fmt.Fprintf(&values, "          - {value: 10.0.0.%d, check: %s}\n", i+1, n)
-	}
+	checks, values := checkedSet(names...)
 	return `
 listen: 127.0.0.1:0
 rrl: {enabled: false}
 health:
   checks:
-` + checks.String() + `
+` + checks + `
 zones:
   - origin: corral.test
     ns: [ns1.corral.test]
@@ -31,7 +25,7 @@ zones:
         type: A
         policy: multivalue
         values:
-` + values.String()
+` + values
 }
 
 // TestReloadSwapsHealth checks that the health the records resolve when
