@@ -285,6 +285,20 @@ func closingWith(th *testHub, code wire.CloseCode) bool {
 }
 
 // publishUntil publishes 16 KiB messages on tenant acme's channel until a
+// stalledFirehose subscribes p to "firehose" with a P0 Hello (token tok), waits until
+// the first message has reached it, and leaves p reading nothing more: a
+// live subscription behind a stalled reader.
+func stalledFirehose(t *testing.T, th *testHub, p closePeer, tok string) {
+	t.Helper()
+	p.stall(3) // Welcome, Subscribed, the first message
+	p.send(hello(tok, corralv1.Priority_PRIORITY_P0, "firehose"))
+	testkit.WaitFor(t, 10*time.Second, "subscribed", func() bool { return p.frames() >= 2 })
+	if _, err := th.Publish(context.Background(), PublishRequest{Tenant: "acme", Channel: "firehose", Data: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the first message", func() bool { return p.frames() >= 3 })
+}
+
 // session closes with code, failing after limit publishes.
 func publishUntil(t *testing.T, th *testHub, channel string, prio wire.Priority, code wire.CloseCode, limit int) {
 	t.Helper()
@@ -405,13 +419,7 @@ func TestClosePaths(t *testing.T) {
 			name: "slow consumer: a P0 message finds the queue full", want: wire.CloseSlowConsumer, transports: []string{"ws", "grpc"},
 			mod: func(c *Config, _ *Options) { c.Session.OutboundBytes = 64 << 10 },
 			drive: func(t *testing.T, th *testHub, p closePeer) {
-				p.stall(3) // Welcome, Subscribed, the first message: the subscription is live
-				p.send(hello(tok, corralv1.Priority_PRIORITY_P0, "firehose"))
-				testkit.WaitFor(t, 10*time.Second, "subscribed", func() bool { return p.frames() >= 2 })
-				if _, err := th.Publish(context.Background(), PublishRequest{Tenant: "acme", Channel: "firehose", Data: []byte("first")}); err != nil {
-					t.Fatal(err)
-				}
-				testkit.WaitFor(t, 10*time.Second, "the first message", func() bool { return p.frames() >= 3 })
+				stalledFirehose(t, th, p, tok)
 				publishUntil(t, th, "firehose", wire.P0, wire.CloseSlowConsumer, 20000)
 				p.resume()
 			},
@@ -423,13 +431,7 @@ func TestClosePaths(t *testing.T) {
 				c.Session.WriteTimeout = 300 * time.Millisecond
 			},
 			drive: func(t *testing.T, th *testHub, p closePeer) {
-				p.stall(3) // Welcome, Subscribed, the first message: the subscription is live
-				p.send(hello(tok, corralv1.Priority_PRIORITY_P0, "firehose"))
-				testkit.WaitFor(t, 10*time.Second, "subscribed", func() bool { return p.frames() >= 2 })
-				if _, err := th.Publish(context.Background(), PublishRequest{Tenant: "acme", Channel: "firehose", Data: []byte("first")}); err != nil {
-					t.Fatal(err)
-				}
-				testkit.WaitFor(t, 10*time.Second, "the first message", func() bool { return p.frames() >= 3 })
+				stalledFirehose(t, th, p, tok)
 				publishUntil(t, th, "firehose", wire.P2, wire.CloseSlowConsumer, 20000)
 				p.resume()
 			},
@@ -441,13 +443,7 @@ func TestClosePaths(t *testing.T) {
 				c.Session.WriteTimeout = 300 * time.Millisecond
 			},
 			drive: func(t *testing.T, th *testHub, p closePeer) {
-				p.stall(3)
-				p.send(hello(tok, corralv1.Priority_PRIORITY_P0, "firehose"))
-				testkit.WaitFor(t, 10*time.Second, "subscribed", func() bool { return p.frames() >= 2 })
-				if _, err := th.Publish(context.Background(), PublishRequest{Tenant: "acme", Channel: "firehose", Data: []byte("first")}); err != nil {
-					t.Fatal(err)
-				}
-				testkit.WaitFor(t, 10*time.Second, "the first message", func() bool { return p.frames() >= 3 })
+				stalledFirehose(t, th, p, tok)
 				data := []byte(strings.Repeat("x", 16<<10))
 				for range 2000 { // 32 MiB: more than the kernel and HTTP/2 windows hold, far less than the queue
 					if _, err := th.Publish(context.Background(), PublishRequest{Tenant: "acme", Channel: "firehose", Data: data}); err != nil {
