@@ -48,9 +48,19 @@ func New(w io.Writer, level string, format Format) (*slog.Logger, error) {
 	case Text:
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case JSON:
+		opts.ReplaceAttr = durationText
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("logging: format %q: want auto, text or json", format)
+}
+
+// durationText writes a duration as the text handler and the config files
+// do ("10s"), not as JSON's integer of nanoseconds (10000000000).
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // IsTerminal reports whether w is a character device, such as a terminal.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNew(t *testing.T) {
@@ -18,6 +19,12 @@ func TestNew(t *testing.T) {
 			var m map[string]any
 			if err := json.Unmarshal([]byte(out), &m); err != nil || m["msg"] != "hello" {
 				t.Errorf("not a JSON record: %q", out)
+			}
+		}},
+		{name: "JSON writes a duration as text", level: "info", format: JSON, check: func(t *testing.T, out string) {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(out), &m); err != nil || m["deadline"] != "10s" {
+				t.Errorf("deadline not written as 10s: %q", out)
 			}
 		}},
 		{name: "text", level: "INFO", format: Text, check: func(t *testing.T, out string) {
@@ -46,7 +53,7 @@ func TestNew(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l.Info("hello")
+			l.Info("hello", "deadline", 10*time.Second)
 			tc.check(t, buf.String())
 		})
 	}
