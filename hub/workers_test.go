@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/corralhq/corral/internal/testkit"
@@ -11,18 +12,23 @@ import (
 
 func TestWorkers(t *testing.T) {
 	t.Run("tasks one after another run on one kept worker", func(t *testing.T) {
-		w := newWorkers(time.Minute)
-		done := make(chan struct{})
-		for range 100 {
-			w.Go(func() { done <- struct{}{} })
-			<-done
-			// The worker is between its task and its wait for the next:
-			// let it get there before the next Go.
-			testkit.WaitFor(t, 5*time.Second, "the worker waits for work", func() bool { return w.waiting.Load() == 1 })
-		}
-		if n := w.started.Load(); n != 1 {
-			t.Fatalf("%d workers started for tasks one at a time, want 1", n)
-		}
+		// In a synctest bubble, synctest.Wait returns once the worker is
+		// blocked in its select for the next task, so each Go below meets
+		// a waiting worker: a wait on the waiting counter alone raced with
+		// the moment between its increment and the select.
+		synctest.Test(t, func(t *testing.T) {
+			w := newWorkers(time.Minute)
+			done := make(chan struct{})
+			for range 100 {
+				w.Go(func() { done <- struct{}{} })
+				<-done
+				synctest.Wait()
+			}
+			if n := w.started.Load(); n != 1 {
+				t.Fatalf("%d workers started for tasks one at a time, want 1", n)
+			}
+			time.Sleep(2 * time.Minute) // past idle: the worker exits and the bubble can end
+		})
 	})
 	t.Run("Go never waits: tasks that block get workers of their own", func(t *testing.T) {
 		w := newWorkers(time.Minute)
