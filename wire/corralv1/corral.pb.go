@@ -1735,6 +1735,252 @@ func (x *PublishRequest) GetPublish() *Publish {
 	return nil
 }
 
+// RelayFrame is one frame of Corral.Relay, the stream an edge multiplexes
+// many device sessions over: each frame is tagged with the session it
+// belongs to, a number the edge chooses and keeps unique on its stream.
+// The edge opens a session with open, then sends the device's frames as
+// client; the hub answers with server frames; either side ends the session
+// with close (the other side sends nothing more for that tag).
+type RelayFrame struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	// Types that are valid to be assigned to Frame:
+	//
+	//	*RelayFrame_Open
+	//	*RelayFrame_Client
+	//	*RelayFrame_Server
+	//	*RelayFrame_Close
+	Frame         isRelayFrame_Frame `protobuf_oneof:"frame"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayFrame) Reset() {
+	*x = RelayFrame{}
+	mi := &file_corral_v1_corral_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayFrame) ProtoMessage() {}
+
+func (x *RelayFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_corral_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayFrame.ProtoReflect.Descriptor instead.
+func (*RelayFrame) Descriptor() ([]byte, []int) {
+	return file_corral_v1_corral_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RelayFrame) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RelayFrame) GetFrame() isRelayFrame_Frame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetOpen() *RelayOpen {
+	if x != nil {
+		if x, ok := x.Frame.(*RelayFrame_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetClient() *ClientFrame {
+	if x != nil {
+		if x, ok := x.Frame.(*RelayFrame_Client); ok {
+			return x.Client
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetServer() *ServerFrame {
+	if x != nil {
+		if x, ok := x.Frame.(*RelayFrame_Server); ok {
+			return x.Server
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetClose() *RelayClose {
+	if x != nil {
+		if x, ok := x.Frame.(*RelayFrame_Close); ok {
+			return x.Close
+		}
+	}
+	return nil
+}
+
+type isRelayFrame_Frame interface {
+	isRelayFrame_Frame()
+}
+
+type RelayFrame_Open struct {
+	Open *RelayOpen `protobuf:"bytes,2,opt,name=open,proto3,oneof"`
+}
+
+type RelayFrame_Client struct {
+	Client *ClientFrame `protobuf:"bytes,3,opt,name=client,proto3,oneof"`
+}
+
+type RelayFrame_Server struct {
+	Server *ServerFrame `protobuf:"bytes,4,opt,name=server,proto3,oneof"`
+}
+
+type RelayFrame_Close struct {
+	Close *RelayClose `protobuf:"bytes,5,opt,name=close,proto3,oneof"`
+}
+
+func (*RelayFrame_Open) isRelayFrame_Frame() {}
+
+func (*RelayFrame_Client) isRelayFrame_Frame() {}
+
+func (*RelayFrame_Server) isRelayFrame_Frame() {}
+
+func (*RelayFrame_Close) isRelayFrame_Frame() {}
+
+// RelayOpen starts a relayed session: remote_addr is the device's address
+// as the edge saw it, transport how the device reached the edge ("ws" or
+// "grpc"). Both are for logs and metrics only.
+type RelayOpen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RemoteAddr    string                 `protobuf:"bytes,1,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	Transport     string                 `protobuf:"bytes,2,opt,name=transport,proto3" json:"transport,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayOpen) Reset() {
+	*x = RelayOpen{}
+	mi := &file_corral_v1_corral_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayOpen) ProtoMessage() {}
+
+func (x *RelayOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_corral_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayOpen.ProtoReflect.Descriptor instead.
+func (*RelayOpen) Descriptor() ([]byte, []int) {
+	return file_corral_v1_corral_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RelayOpen) GetRemoteAddr() string {
+	if x != nil {
+		return x.RemoteAddr
+	}
+	return ""
+}
+
+func (x *RelayOpen) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+// RelayClose ends a relayed session. From the hub it carries the session's
+// close (code of the close-code table, reason, retry hint), which the edge
+// gives the device unchanged; from the edge it says the device is gone.
+type RelayClose struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	RetryAfterMs  uint32                 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayClose) Reset() {
+	*x = RelayClose{}
+	mi := &file_corral_v1_corral_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayClose) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayClose) ProtoMessage() {}
+
+func (x *RelayClose) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_corral_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayClose.ProtoReflect.Descriptor instead.
+func (*RelayClose) Descriptor() ([]byte, []int) {
+	return file_corral_v1_corral_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RelayClose) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *RelayClose) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RelayClose) GetRetryAfterMs() uint32 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
 var File_corral_v1_corral_proto protoreflect.FileDescriptor
 
 const file_corral_v1_corral_proto_rawDesc = "" +
@@ -1851,15 +2097,33 @@ const file_corral_v1_corral_proto_rawDesc = "" +
 	"\achannel\x18\x04 \x01(\tR\achannel\"V\n" +
 	"\x0ePublishRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12,\n" +
-	"\apublish\x18\x02 \x01(\v2\x12.corral.v1.PublishR\apublish*W\n" +
+	"\apublish\x18\x02 \x01(\v2\x12.corral.v1.PublishR\apublish\"\xee\x01\n" +
+	"\n" +
+	"RelayFrame\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12*\n" +
+	"\x04open\x18\x02 \x01(\v2\x14.corral.v1.RelayOpenH\x00R\x04open\x120\n" +
+	"\x06client\x18\x03 \x01(\v2\x16.corral.v1.ClientFrameH\x00R\x06client\x120\n" +
+	"\x06server\x18\x04 \x01(\v2\x16.corral.v1.ServerFrameH\x00R\x06server\x12-\n" +
+	"\x05close\x18\x05 \x01(\v2\x15.corral.v1.RelayCloseH\x00R\x05closeB\a\n" +
+	"\x05frame\"J\n" +
+	"\tRelayOpen\x12\x1f\n" +
+	"\vremote_addr\x18\x01 \x01(\tR\n" +
+	"remoteAddr\x12\x1c\n" +
+	"\ttransport\x18\x02 \x01(\tR\ttransport\"^\n" +
+	"\n" +
+	"RelayClose\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12$\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs*W\n" +
 	"\bPriority\x12\x18\n" +
 	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vPRIORITY_P0\x10\x01\x12\x0f\n" +
 	"\vPRIORITY_P1\x10\x02\x12\x0f\n" +
-	"\vPRIORITY_P2\x10\x032\x83\x01\n" +
+	"\vPRIORITY_P2\x10\x032\xbe\x01\n" +
 	"\x06Corral\x12=\n" +
 	"\aConnect\x12\x16.corral.v1.ClientFrame\x1a\x16.corral.v1.ServerFrame(\x010\x01\x12:\n" +
-	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x14.corral.v1.PublishedB3Z1github.com/corralhq/corral/wire/corralv1;corralv1b\x06proto3"
+	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x14.corral.v1.Published\x129\n" +
+	"\x05Relay\x12\x15.corral.v1.RelayFrame\x1a\x15.corral.v1.RelayFrame(\x010\x01B3Z1github.com/corralhq/corral/wire/corralv1;corralv1b\x06proto3"
 
 var (
 	file_corral_v1_corral_proto_rawDescOnce sync.Once
@@ -1874,7 +2138,7 @@ func file_corral_v1_corral_proto_rawDescGZIP() []byte {
 }
 
 var file_corral_v1_corral_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_corral_v1_corral_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_corral_v1_corral_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_corral_v1_corral_proto_goTypes = []any{
 	(Priority)(0),          // 0: corral.v1.Priority
 	(*Position)(nil),       // 1: corral.v1.Position
@@ -1897,6 +2161,9 @@ var file_corral_v1_corral_proto_goTypes = []any{
 	(*GoAway)(nil),         // 18: corral.v1.GoAway
 	(*Error)(nil),          // 19: corral.v1.Error
 	(*PublishRequest)(nil), // 20: corral.v1.PublishRequest
+	(*RelayFrame)(nil),     // 21: corral.v1.RelayFrame
+	(*RelayOpen)(nil),      // 22: corral.v1.RelayOpen
+	(*RelayClose)(nil),     // 23: corral.v1.RelayClose
 }
 var file_corral_v1_corral_proto_depIdxs = []int32{
 	4,  // 0: corral.v1.ClientFrame.hello:type_name -> corral.v1.Hello
@@ -1925,15 +2192,21 @@ var file_corral_v1_corral_proto_depIdxs = []int32{
 	1,  // 23: corral.v1.Subscribed.position:type_name -> corral.v1.Position
 	0,  // 24: corral.v1.Message.priority:type_name -> corral.v1.Priority
 	7,  // 25: corral.v1.PublishRequest.publish:type_name -> corral.v1.Publish
-	2,  // 26: corral.v1.Corral.Connect:input_type -> corral.v1.ClientFrame
-	20, // 27: corral.v1.Corral.Publish:input_type -> corral.v1.PublishRequest
-	3,  // 28: corral.v1.Corral.Connect:output_type -> corral.v1.ServerFrame
-	15, // 29: corral.v1.Corral.Publish:output_type -> corral.v1.Published
-	28, // [28:30] is the sub-list for method output_type
-	26, // [26:28] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	22, // 26: corral.v1.RelayFrame.open:type_name -> corral.v1.RelayOpen
+	2,  // 27: corral.v1.RelayFrame.client:type_name -> corral.v1.ClientFrame
+	3,  // 28: corral.v1.RelayFrame.server:type_name -> corral.v1.ServerFrame
+	23, // 29: corral.v1.RelayFrame.close:type_name -> corral.v1.RelayClose
+	2,  // 30: corral.v1.Corral.Connect:input_type -> corral.v1.ClientFrame
+	20, // 31: corral.v1.Corral.Publish:input_type -> corral.v1.PublishRequest
+	21, // 32: corral.v1.Corral.Relay:input_type -> corral.v1.RelayFrame
+	3,  // 33: corral.v1.Corral.Connect:output_type -> corral.v1.ServerFrame
+	15, // 34: corral.v1.Corral.Publish:output_type -> corral.v1.Published
+	21, // 35: corral.v1.Corral.Relay:output_type -> corral.v1.RelayFrame
+	33, // [33:36] is the sub-list for method output_type
+	30, // [30:33] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_corral_proto_init() }
@@ -1962,13 +2235,19 @@ func file_corral_v1_corral_proto_init() {
 		(*ServerFrame_Pong)(nil),
 		(*ServerFrame_Error)(nil),
 	}
+	file_corral_v1_corral_proto_msgTypes[20].OneofWrappers = []any{
+		(*RelayFrame_Open)(nil),
+		(*RelayFrame_Client)(nil),
+		(*RelayFrame_Server)(nil),
+		(*RelayFrame_Close)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_corral_proto_rawDesc), len(file_corral_v1_corral_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Corral_Connect_FullMethodName = "/corral.v1.Corral/Connect"
 	Corral_Publish_FullMethodName = "/corral.v1.Corral/Publish"
+	Corral_Relay_FullMethodName   = "/corral.v1.Corral/Relay"
 )
 
 // CorralClient is the client API for Corral service.
@@ -58,6 +59,11 @@ type CorralClient interface {
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ClientFrame, ServerFrame], error)
 	// Publish is the backend publish API.
 	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*Published, error)
+	// Relay carries many sessions from an edge, each tagged (RelayFrame).
+	// The edge authenticates the stream with a relay key (the
+	// "authorization" metadata); each session's Hello token is checked as on
+	// Connect.
+	Relay(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RelayFrame, RelayFrame], error)
 }
 
 type corralClient struct {
@@ -91,6 +97,19 @@ func (c *corralClient) Publish(ctx context.Context, in *PublishRequest, opts ...
 	return out, nil
 }
 
+func (c *corralClient) Relay(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RelayFrame, RelayFrame], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Corral_ServiceDesc.Streams[1], Corral_Relay_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RelayFrame, RelayFrame]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Corral_RelayClient = grpc.BidiStreamingClient[RelayFrame, RelayFrame]
+
 // CorralServer is the server API for Corral service.
 // All implementations must embed UnimplementedCorralServer
 // for forward compatibility.
@@ -101,6 +120,11 @@ type CorralServer interface {
 	Connect(grpc.BidiStreamingServer[ClientFrame, ServerFrame]) error
 	// Publish is the backend publish API.
 	Publish(context.Context, *PublishRequest) (*Published, error)
+	// Relay carries many sessions from an edge, each tagged (RelayFrame).
+	// The edge authenticates the stream with a relay key (the
+	// "authorization" metadata); each session's Hello token is checked as on
+	// Connect.
+	Relay(grpc.BidiStreamingServer[RelayFrame, RelayFrame]) error
 	mustEmbedUnimplementedCorralServer()
 }
 
@@ -116,6 +140,9 @@ func (UnimplementedCorralServer) Connect(grpc.BidiStreamingServer[ClientFrame, S
 }
 func (UnimplementedCorralServer) Publish(context.Context, *PublishRequest) (*Published, error) {
 	return nil, status.Error(codes.Unimplemented, "method Publish not implemented")
+}
+func (UnimplementedCorralServer) Relay(grpc.BidiStreamingServer[RelayFrame, RelayFrame]) error {
+	return status.Error(codes.Unimplemented, "method Relay not implemented")
 }
 func (UnimplementedCorralServer) mustEmbedUnimplementedCorralServer() {}
 func (UnimplementedCorralServer) testEmbeddedByValue()                {}
@@ -163,6 +190,13 @@ func _Corral_Publish_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Corral_Relay_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(CorralServer).Relay(&grpc.GenericServerStream[RelayFrame, RelayFrame]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Corral_RelayServer = grpc.BidiStreamingServer[RelayFrame, RelayFrame]
+
 // Corral_ServiceDesc is the grpc.ServiceDesc for Corral service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -179,6 +213,12 @@ var Corral_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Connect",
 			Handler:       _Corral_Connect_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Relay",
+			Handler:       _Corral_Relay_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
