@@ -1,0 +1,80 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/corralhq/corral/authdns/answer"
+)
+
+// Config describes a local fabric. The zero value is usable: Validate
+// fills the defaults.
+type Config struct {
+	// Hubs is how many hubs run (default 3), hub i on the loopback address
+	// HubNet + (i+1), all on one port so that one DNS name with a port
+	// reaches every hub.
+	Hubs int
+	// HubNet is the first three octets of the hubs' addresses, with the
+	// dot (default "127.0.1."); it must be inside 127.0.0.0/8.
+	HubNet string
+	// NATSMembers is the size of the NATS cluster (default 3); hub i joins
+	// member i mod NATSMembers.
+	NATSMembers int
+	// Zone is the DNS zone served (default "corral.test"); the hubs are
+	// the A records of "origin.<Zone>".
+	Zone string
+	// Policy is the routing policy of the origin record: one of package
+	// answer's policies (default "multivalue": every healthy hub).
+	Policy string
+	// DNSListen is the DNS server's address (default "127.0.0.1:0").
+	DNSListen string
+	// Secret is the HMAC secret session tokens are signed with (default: a
+	// random one per fleet, see Fleet.Secret).
+	Secret string
+	// APIKey is the backends' publish key, for every tenant (default: a
+	// random one, see Fleet.APIKey).
+	APIKey string
+}
+
+// Validate fills the defaults and checks the fields.
+func (c *Config) Validate() error {
+	if c.Hubs == 0 {
+		c.Hubs = 3
+	}
+	if c.Hubs < 1 || c.Hubs > 254 {
+		return fmt.Errorf("fleet: hubs: %d, want 1 to 254", c.Hubs)
+	}
+	if c.HubNet == "" {
+		c.HubNet = "127.0.1."
+	}
+	if !strings.HasSuffix(c.HubNet, ".") {
+		return fmt.Errorf("fleet: hub_net %q: want three octets and a dot (127.0.1. for example)", c.HubNet)
+	}
+	if a, err := netip.ParseAddr(c.HubNet + "1"); err != nil || !netip.MustParsePrefix("127.0.0.0/8").Contains(a) {
+		return fmt.Errorf("fleet: hub_net %q: not a loopback network (127.0.0.0/8)", c.HubNet)
+	}
+	if c.NATSMembers == 0 {
+		c.NATSMembers = 3
+	}
+	if c.NATSMembers < 1 || c.NATSMembers > 5 {
+		return fmt.Errorf("fleet: nats_members: %d, want 1 to 5", c.NATSMembers)
+	}
+	if c.Zone == "" {
+		c.Zone = "corral.test"
+	}
+	if c.Policy == "" {
+		c.Policy = "multivalue"
+	}
+	if _, err := answer.ParsePolicy(c.Policy); err != nil {
+		return fmt.Errorf("fleet: policy: %w", err)
+	}
+	if c.DNSListen == "" {
+		c.DNSListen = "127.0.0.1:0"
+	}
+	if c.Secret != "" && len(c.Secret) < 32 {
+		return errors.New("fleet: secret: shorter than 32 bytes")
+	}
+	return nil
+}

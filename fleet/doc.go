@@ -1,0 +1,11 @@
+// Package fleet runs a whole corral fabric on one machine, in process: a
+// NATS cluster (embedded nats-servers joined by routes, clustered
+// JetStream), `authdns` serving the origin name, and hubs on their own
+// loopback addresses sharing history over JetStream. It is what `corral up`
+// will run and what the fabric's end-to-end tests build on.
+//
+// Parts run in process because that is the simplest way to start, watch
+// and stop them together; a part that must be killed as a process would
+// be (a kill -9 demonstration) or that needs its own file-descriptor budget
+// belongs in a child process instead (see README.md).
+package fleet

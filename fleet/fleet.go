@@ -1,0 +1,400 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralhq/corral/authdns"
+	"github.com/corralhq/corral/health"
+	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/hub/auth"
+	"github.com/corralhq/corral/hub/history"
+	"github.com/corralhq/corral/internal/natsutil"
+)
+
+// Options are what a Fleet takes from its embedder besides Config.
+type Options struct {
+	// Logger receives every part's logs, each with a "part" attribute;
+	// nil discards them.
+	Logger *slog.Logger
+	// Hub, when set, changes each hub's configuration before it starts
+	// (i is the hub's index); tests use it to tune a bound.
+	Hub func(i int, c *hub.Config)
+}
+
+// Part is one running server of the fleet with its own metrics registry.
+type Part struct {
+	// Name is the part's name: "dns", "hub-1", ...
+	Name string
+	// Registry holds the part's metrics.
+	Registry *prometheus.Registry
+
+	errc chan error
+}
+
+// Hub is a running hub of the fleet.
+type Hub struct {
+	Part
+	*hub.Hub
+	killed bool
+}
+
+// Fleet is a running local fabric. Create it with New, then Start it;
+// Shutdown stops every part. Its methods are safe for concurrent use.
+type Fleet struct {
+	cfg  Config
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	nats    *natsutil.Cluster
+	conns   []*natsutil.Conn
+	dns     *authdns.Server
+	dnsPart Part
+	hubs    []*Hub
+	port    int // the hubs' common gRPC port
+	wsPort  int // the hubs' common WebSocket port
+	started bool
+}
+
+// New checks cfg and returns a fleet that has not started (no I/O).
+func New(cfg Config, opts Options) (*Fleet, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Secret == "" {
+		cfg.Secret = randomString(32)
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = randomString(24)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Fleet{cfg: cfg, opts: opts, log: log}, nil
+}
+
+// randomString is n random bytes as hex, cut to n characters.
+func randomString(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)[:n]
+}
+
+// Start starts the NATS cluster, the hubs and the DNS server, in that
+// order, and returns once every part is ready, or the first error (with
+// whatever started stopped again). ctx bounds the start.
+func (f *Fleet) Start(ctx context.Context) (err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started {
+		return errors.New("fleet: already started")
+	}
+	f.started = true
+	defer func() {
+		if err != nil {
+			f.stopLocked(context.Background())
+		}
+	}()
+	deadline := 60 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		deadline = time.Until(d)
+	}
+	if f.nats, err = natsutil.StartCluster("corral-fleet", f.cfg.NATSMembers, deadline, f.log.With("part", "nats")); err != nil {
+		return fmt.Errorf("fleet: nats: %w", err)
+	}
+	if f.wsPort, f.port, err = commonPorts(f.hubIPs()); err != nil {
+		return err
+	}
+	for i := range f.cfg.Hubs {
+		if err := f.startHub(i); err != nil {
+			return err
+		}
+	}
+	for _, h := range f.hubs {
+		if err := waitReady(ctx, h.Name, h.Hub.Ready, h.errc); err != nil {
+			return err
+		}
+	}
+	return f.startDNS(ctx)
+}
+
+// hubIPs are the hubs' addresses.
+func (f *Fleet) hubIPs() []string {
+	ips := make([]string, f.cfg.Hubs)
+	for i := range ips {
+		ips[i] = f.cfg.HubNet + strconv.Itoa(i+1)
+	}
+	return ips
+}
+
+// commonPorts finds two ports free on every address of ips, so that the
+// hubs share them: a DNS answer names hosts, not ports.
+func commonPorts(ips []string) (ws, grpc int, err error) {
+	var ports []int
+	for tries := 0; len(ports) < 2 && tries < 50; tries++ {
+		if p, ok := freeOnAll(ips); ok {
+			ports = append(ports, p)
+		}
+	}
+	if len(ports) < 2 {
+		return 0, 0, fmt.Errorf("fleet: no port free on every hub address %v", ips)
+	}
+	return ports[0], ports[1], nil
+}
+
+// freeOnAll picks a free port on ips[0] and checks it is free on the
+// others. The listeners are closed again before the hubs bind: a port can
+// be taken in between, and then the hub's start fails with the address.
+func freeOnAll(ips []string) (int, bool) {
+	first, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
+	if err != nil {
+		return 0, false
+	}
+	defer first.Close()
+	port := first.Addr().(*net.TCPAddr).Port
+	for _, ip := range ips[1:] {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			return 0, false
+		}
+		defer l.Close()
+	}
+	return port, true
+}
+
+func (f *Fleet) startHub(i int) error {
+	name := "hub-" + strconv.Itoa(i+1)
+	nc, err := natsutil.ConnectEmbedded(f.nats.Members[i%len(f.nats.Members)].Server, name, true)
+	if err != nil {
+		return fmt.Errorf("fleet: %s: nats: %w", name, err)
+	}
+	f.conns = append(f.conns, nc)
+	ip := f.hubIPs()[i]
+	cfg := hub.DefaultConfig()
+	cfg.NodeID = name
+	cfg.Listen = net.JoinHostPort(ip, strconv.Itoa(f.wsPort))
+	cfg.GRPCListen = net.JoinHostPort(ip, strconv.Itoa(f.port))
+	cfg.Admin.Addr = ""
+	cfg.History.Store = history.StoreJetStream
+	cfg.Auth = auth.Config{
+		Keys:    []auth.KeyConfig{{ID: "fleet", Algorithm: "HS256", Secret: f.cfg.Secret}},
+		APIKeys: []auth.APIKeyConfig{{Name: "fleet", Key: f.cfg.APIKey, Tenants: []string{"*"}}},
+	}
+	if f.opts.Hub != nil {
+		f.opts.Hub(i, &cfg)
+	}
+	reg := prometheus.NewRegistry()
+	h, err := hub.New(cfg, hub.Options{Registerer: reg, Logger: f.log.With("part", name), NATS: nc.NC})
+	if err != nil {
+		return fmt.Errorf("fleet: %s: %w", name, err)
+	}
+	fh := &Hub{Part: Part{Name: name, Registry: reg, errc: make(chan error, 1)}, Hub: h}
+	go func() { fh.errc <- h.Run(context.Background()) }()
+	f.hubs = append(f.hubs, fh)
+	return nil
+}
+
+// startDNS serves the zone whose origin record lists every hub, each
+// behind a TCP health check of its gRPC port.
+func (f *Fleet) startDNS(ctx context.Context) error {
+	cfg := authdns.DefaultConfig()
+	cfg.Listen = f.cfg.DNSListen
+	cfg.Sockets = 1
+	cfg.RRL.Enabled = false // every query comes from the one loopback client
+	rec := authdns.RecordConfig{Name: "origin", Type: "A", TTL: 5 * time.Second, Policy: f.cfg.Policy}
+	if f.cfg.Policy == "weighted-subset" {
+		rec.N = 2
+	}
+	for i, ip := range f.hubIPs() {
+		check := "hub-" + strconv.Itoa(i+1)
+		cfg.Health.Checks = append(cfg.Health.Checks, health.CheckConfig{
+			Name: check, Kind: "tcp", Address: net.JoinHostPort(ip, strconv.Itoa(f.port)),
+			Interval: time.Second, Timeout: 500 * time.Millisecond,
+		})
+		v := authdns.ValueConfig{Value: ip, Check: check}
+		if f.cfg.Policy == "weighted" || f.cfg.Policy == "weighted-subset" {
+			v.Weight = 1
+		}
+		rec.Values = append(rec.Values, v)
+	}
+	zone := f.cfg.Zone
+	cfg.Zones = []authdns.ZoneConfig{{
+		Origin: zone, TTL: 5 * time.Second,
+		SOA:     authdns.SOAConfig{MName: "ns1." + zone, RName: "hostmaster." + zone, Serial: 1, Minimum: 5 * time.Second},
+		NS:      []string{"ns1." + zone},
+		Records: []authdns.RecordConfig{{Name: "ns1", Type: "A", Values: []authdns.ValueConfig{{Value: "127.0.0.1"}}}, rec},
+	}}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("fleet: dns: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	s, err := authdns.New(&cfg, authdns.Options{Registerer: reg, Logger: f.log.With("part", "dns")})
+	if err != nil {
+		return fmt.Errorf("fleet: dns: %w", err)
+	}
+	f.dns, f.dnsPart = s, Part{Name: "dns", Registry: reg, errc: make(chan error, 1)}
+	go func() { f.dnsPart.errc <- s.Run(context.Background()) }()
+	return waitReady(ctx, "dns", s.Ready, f.dnsPart.errc)
+}
+
+// waitReady polls ready until it answers nil, the part's Run returns, or
+// ctx ends.
+func waitReady(ctx context.Context, name string, ready func() error, errc chan error) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := ready()
+		if err == nil {
+			return nil
+		}
+		select {
+		case rerr := <-errc:
+			errc <- rerr // for Shutdown
+			return fmt.Errorf("fleet: %s stopped while starting: %v", name, rerr)
+		case <-ctx.Done():
+			return fmt.Errorf("fleet: %s not ready: %v", name, err)
+		case <-t.C:
+		}
+	}
+}
+
+// DNSAddr is the DNS server's address ("127.0.0.1:port").
+func (f *Fleet) DNSAddr() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dns == nil {
+		return ""
+	}
+	return f.dns.Addr().String()
+}
+
+// Resolver returns a resolver that asks the fleet's DNS server, for
+// clients (client.Config.Resolve) and edges that look the origin name up.
+func (f *Fleet) Resolver() *net.Resolver {
+	addr := f.DNSAddr()
+	var d net.Dialer
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}}
+}
+
+// WSPort is the hubs' common WebSocket port.
+func (f *Fleet) WSPort() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wsPort
+}
+
+// OriginName is the DNS name whose A records are the hubs.
+func (f *Fleet) OriginName() string { return "origin." + f.cfg.Zone }
+
+// OriginPort is the hubs' common gRPC port: the origin name with it
+// reaches every hub's Corral service.
+func (f *Fleet) OriginPort() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.port
+}
+
+// Hubs returns the hubs, killed ones included, in index order.
+func (f *Fleet) Hubs() []*Hub {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*Hub(nil), f.hubs...)
+}
+
+// Secret is the HMAC secret the hubs verify session tokens with.
+func (f *Fleet) Secret() string { return f.cfg.Secret }
+
+// APIKey is the backends' publish key, valid for every tenant.
+func (f *Fleet) APIKey() string { return f.cfg.APIKey }
+
+// Token mints a session token for tenant, allowed to subscribe to and
+// publish on channels (patterns) and to claim priorities up to maxPriority
+// (0 is P0), valid for ttl.
+func (f *Fleet) Token(tenant string, channels []string, maxPriority int, ttl time.Duration) (string, error) {
+	now := time.Now()
+	c := auth.Claims{
+		Tenant: tenant, Channels: channels, Publish: channels, MaxPriority: &maxPriority,
+		RegisteredClaims: jwt.RegisteredClaims{IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl))},
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodHS256, c)
+	t.Header["kid"] = "fleet"
+	return t.SignedString([]byte(f.cfg.Secret))
+}
+
+// KillHub stops hub i as a crash would: its connections are cut without a
+// frame and nothing is drained. Its address stays in DNS until the health
+// check sees it down.
+func (f *Fleet) KillHub(i int) error {
+	f.mu.Lock()
+	if i < 0 || i >= len(f.hubs) {
+		f.mu.Unlock()
+		return fmt.Errorf("fleet: no hub %d (the fleet has %d)", i, len(f.hubs))
+	}
+	h := f.hubs[i]
+	if h.killed {
+		f.mu.Unlock()
+		return nil
+	}
+	h.killed = true
+	f.mu.Unlock()
+	h.Kill()
+	return nil
+}
+
+// Shutdown stops every part: the DNS server, then the hubs (each drains
+// within its drain deadline, bounded by ctx), then NATS.
+func (f *Fleet) Shutdown(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopLocked(ctx)
+}
+
+func (f *Fleet) stopLocked(ctx context.Context) error {
+	var errs []error
+	if f.dns != nil {
+		errs = append(errs, f.dns.Shutdown(ctx))
+		f.dns = nil
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, len(f.hubs))
+	for _, h := range f.hubs {
+		if h.killed {
+			continue
+		}
+		h.killed = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- h.Shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		errs = append(errs, err)
+	}
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+	if f.nats != nil {
+		f.nats.Shutdown()
+		f.nats = nil
+	}
+	return errors.Join(errs...)
+}
