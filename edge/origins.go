@@ -1,0 +1,561 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/health"
+	"github.com/corralhq/corral/shard"
+)
+
+// ErrNoOrigins is returned by Origins.Pick while no origin address is known:
+// before the first resolution succeeded. The caller refuses the session
+// with a retry hint.
+var ErrNoOrigins = errors.New("edge: no origin address is known yet")
+
+// Outcome is what one exchange with an origin says about its health, as
+// the outlier detection counts it. The zero value is OriginNeutral.
+type Outcome uint8
+
+const (
+	// OriginNeutral says nothing about the origin (the device went away,
+	// the origin refused the device's token): the failure count stays.
+	OriginNeutral Outcome = iota
+	// OriginSuccess is an answer from the origin (a Welcome, a clean
+	// close): it resets the origin's consecutive failures.
+	OriginSuccess
+	// OriginFailure is a failed handshake, an Unavailable answer or a
+	// broken stream: ConsecutiveFailures of them in a row eject the origin.
+	OriginFailure
+)
+
+// OriginsOptions are the collaborators of Origins; every field may be left
+// zero.
+type OriginsOptions struct {
+	// Registerer receives the origin metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives resolution failures and ejections; nil discards.
+	Logger *slog.Logger
+	// Now is the clock of ejections; nil is time.Now.
+	Now func() time.Time
+	// Rand seeds the picks and the retry jitter, for reproducible tests;
+	// it is used under a lock. Nil uses the runtime's lock-free per-thread
+	// generator (math/rand/v2's top-level functions).
+	Rand *rand.Rand
+	// Dial opens the connections of the active health checks; nil is a
+	// net.Dialer.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// Origins is the set of origin addresses of an edge: it resolves the
+// origin name at the answer's TTL, keeps per address the sessions and
+// handshakes in flight and the ejection state, and picks the origin of
+// each new session (Pick). Build it with NewOrigins, run its resolver with
+// Run. It is safe for concurrent use; Pick and the accounting methods of
+// Origin take no lock and allocate nothing.
+type Origins struct {
+	cfg     OriginsConfig // defaults applied
+	log     *slog.Logger
+	now     func() time.Time
+	rnd     func() uint64
+	randMu  sync.Mutex // guards opts.Rand when set
+	opts    OriginsOptions
+	stable  *shard.StableConfig // template of the hands; nil without shard
+	server  string              // DNS server host:port; "" for system or static
+	fqdn    string
+	checker *health.Checker // nil without health checks
+
+	snap atomic.Pointer[originSnapshot]
+
+	// mu guards byAddr and the ejection decisions (Origin.multiplier,
+	// Origin.lastUntil). Lock order: mu before the health checker's locks
+	// (Update is called under mu).
+	mu     sync.Mutex
+	byAddr map[netip.AddrPort]*Origin // in the answer, or out of it with load left
+
+	stale         atomic.Bool // the last resolution failed; the set is the last good one
+	resolveErrors atomic.Uint64
+	resolves      atomic.Uint64
+	failOpen      atomic.Uint64
+	ejectSkipped  atomic.Uint64
+
+	runMu   sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// originSnapshot is one answer: immutable once published.
+type originSnapshot struct {
+	list   []*Origin     // answer order
+	stable *shard.Stable // hands over list; nil without shard
+}
+
+// Origin is one origin address. Its counters are the load Pick compares:
+// sessions established plus handshakes in flight. The methods are safe
+// for concurrent use and allocate nothing.
+type Origin struct {
+	set  *Origins
+	ap   netip.AddrPort
+	addr string
+
+	sessions   atomic.Int64
+	handshakes atomic.Int64
+
+	failures     atomic.Int32 // consecutive
+	ejectedUntil atomic.Int64 // unix nanoseconds; <= now: in service
+	ejections    atomic.Uint64
+	inAnswer     atomic.Bool
+	healthy      *atomic.Bool // the health check's flag; nil without checks
+
+	// guarded by set.mu
+	multiplier int   // times ejected, less the decay
+	lastUntil  int64 // end of the last ejection, unix nanoseconds
+}
+
+// NewOrigins validates cfg and builds the set. It does no I/O and starts no
+// goroutine: a static list is usable at once, a name after the first
+// successful Resolve (Run resolves at once, then at every TTL).
+func NewOrigins(cfg OriginsConfig, opts OriginsOptions) (*Origins, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Origins{cfg: cfg.withDefaults(), opts: opts, log: opts.Logger, now: opts.Now, byAddr: map[netip.AddrPort]*Origin{}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.rnd = rand.Uint64
+	if opts.Rand != nil {
+		s.rnd = func() uint64 {
+			s.randMu.Lock()
+			defer s.randMu.Unlock()
+			return opts.Rand.Uint64()
+		}
+	}
+	if s.cfg.Shard.HandSize > 0 {
+		secret, _ := shard.ParseSecret(s.cfg.Shard.Secret) // validated
+		s.stable = &shard.StableConfig{Secret: secret, HandSize: s.cfg.Shard.HandSize}
+	}
+	if len(s.cfg.Static) == 0 {
+		s.fqdn, _ = dnsName(s.cfg.Name)
+		if s.cfg.Resolver != ResolverSystem {
+			s.server, _ = resolverAddr(s.cfg.Resolver)
+		}
+	}
+	if s.cfg.HealthCheck.Kind != "" {
+		reg := opts.Registerer
+		if reg != nil {
+			reg = prometheus.WrapRegistererWith(prometheus.Labels{"checker": "origins"}, reg)
+		}
+		var dial health.DialFunc
+		if opts.Dial != nil {
+			dial = opts.Dial
+		}
+		c, err := health.New(health.Config{}, health.Options{Registerer: reg, Logger: s.log, Now: opts.Now, Dial: dial})
+		if err != nil {
+			return nil, fmt.Errorf("edge: origin health checks: %w", err)
+		}
+		s.checker = c
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(&originCollector{s: s}); err != nil {
+			return nil, fmt.Errorf("edge: registering origin metrics: %w", err)
+		}
+	}
+	if len(s.cfg.Static) > 0 {
+		addrs := make([]netip.AddrPort, len(s.cfg.Static))
+		for i, a := range s.cfg.Static {
+			addrs[i] = netip.MustParseAddrPort(a) // validated
+		}
+		if err := s.apply(addrs); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Pick returns the origin for a new session of tenant and counts a
+// handshake in flight on it: the caller ends it with exactly one
+// Origin.HandshakeDone. With pick p2c it draws two distinct usable origins
+// at random (of the tenant's hand with shard) and takes the one with fewer
+// sessions plus handshakes, the first drawn on a tie (itself random, never
+// the lower index); with first-address, the first usable address of the
+// answer. Usable is in the answer, not ejected and not failing its health
+// check; when none is usable, the pick fails open over all of them (the
+// hand's with shard) rather than refuse. It returns ErrNoOrigins before the
+// first resolution. The tenant matters only with shard.
+func (s *Origins) Pick(tenant string) (*Origin, error) {
+	sn := s.snap.Load()
+	if sn == nil || len(sn.list) == 0 {
+		return nil, ErrNoOrigins
+	}
+	now := s.now().UnixNano()
+	var o *Origin
+	switch {
+	case s.cfg.Pick == PickFirstAddress:
+		o = s.first(sn.list, now)
+	case sn.stable != nil:
+		var idx [MaxOriginHand]int
+		var hand [MaxOriginHand]*Origin
+		h := sn.stable.Hand(idx[:0], tenant)
+		for i, w := range h {
+			hand[i] = sn.list[w]
+		}
+		o = s.p2c(hand[:len(h)], now)
+	default:
+		o = s.p2c(sn.list, now)
+	}
+	o.handshakes.Add(1)
+	return o, nil
+}
+
+// first returns the first usable origin of list, or list[0] when none is.
+func (s *Origins) first(list []*Origin, now int64) *Origin {
+	for _, o := range list {
+		if o.usable(now) {
+			return o
+		}
+	}
+	s.failOpen.Add(1)
+	return list[0]
+}
+
+// p2c draws two distinct usable origins of list uniformly and returns the
+// less loaded, the first drawn on a tie.
+func (s *Origins) p2c(list []*Origin, now int64) *Origin {
+	k := 0
+	for _, o := range list {
+		if o.usable(now) {
+			k++
+		}
+	}
+	all := k == len(list)
+	if k == 0 {
+		s.failOpen.Add(1)
+		k, all = len(list), true
+	}
+	nth := func(i int) *Origin {
+		if all {
+			return list[i]
+		}
+		for _, o := range list {
+			if o.usable(now) {
+				if i == 0 {
+					return o
+				}
+				i--
+			}
+		}
+		return list[0] // not reached: k usable origins exist
+	}
+	if k == 1 {
+		return nth(0)
+	}
+	i := s.intn(k)
+	j := s.intn(k - 1)
+	if j >= i {
+		j++
+	}
+	a, b := nth(i), nth(j)
+	if b.Load() < a.Load() {
+		return b
+	}
+	return a
+}
+
+// intn returns a uniform integer in [0, n), n > 0.
+func (s *Origins) intn(n int) int {
+	hi, _ := bits.Mul64(s.rnd(), uint64(n))
+	return int(hi)
+}
+
+// usable reports whether o may get a new session at now.
+func (o *Origin) usable(now int64) bool {
+	return o.inAnswer.Load() && o.ejectedUntil.Load() <= now && (o.healthy == nil || o.healthy.Load())
+}
+
+// Addr returns the origin's address, host:port.
+func (o *Origin) Addr() string { return o.addr }
+
+// AddrPort returns the origin's address.
+func (o *Origin) AddrPort() netip.AddrPort { return o.ap }
+
+// Sessions returns the sessions established on the origin.
+func (o *Origin) Sessions() int64 { return o.sessions.Load() }
+
+// Handshakes returns the handshakes in flight to the origin.
+func (o *Origin) Handshakes() int64 { return o.handshakes.Load() }
+
+// Load is what Pick compares: sessions plus handshakes in flight.
+func (o *Origin) Load() int64 { return o.sessions.Load() + o.handshakes.Load() }
+
+// InAnswer reports whether the origin is in the current answer; an origin
+// that left it gets no new sessions, but its sessions stay.
+func (o *Origin) InAnswer() bool { return o.inAnswer.Load() }
+
+// Ejected reports whether the outlier detection has the origin ejected now.
+func (o *Origin) Ejected() bool { return o.ejectedUntil.Load() > o.set.now().UnixNano() }
+
+// Ejections returns how many times the origin was ejected.
+func (o *Origin) Ejections() uint64 { return o.ejections.Load() }
+
+// HandshakeDone ends the handshake that Pick counted. OriginSuccess (the
+// origin answered Welcome) turns it into a session, which the caller ends
+// with SessionDone; OriginFailure counts towards ejection; OriginNeutral
+// only ends it.
+func (o *Origin) HandshakeDone(out Outcome) {
+	o.handshakes.Add(-1)
+	if out == OriginSuccess {
+		o.sessions.Add(1)
+	}
+	o.Report(out)
+}
+
+// SessionDone ends a session that HandshakeDone(OriginSuccess) began, with
+// the outcome of its end: OriginFailure for a broken stream or an
+// Unavailable close, OriginSuccess for a clean close, OriginNeutral when
+// the device left.
+func (o *Origin) SessionDone(out Outcome) {
+	o.sessions.Add(-1)
+	o.Report(out)
+}
+
+// Report records an outcome outside of the session accounting, such as a
+// Relay stream that broke (reported once for the stream, its sessions end
+// with OriginNeutral).
+func (o *Origin) Report(out Outcome) {
+	switch out {
+	case OriginSuccess:
+		if o.failures.Load() != 0 {
+			o.failures.Store(0)
+		}
+	case OriginFailure:
+		o.set.failure(o)
+	}
+}
+
+// Ready returns nil once the set holds an answer (at once for a static
+// list), an error before.
+func (s *Origins) Ready() error {
+	if sn := s.snap.Load(); sn == nil || len(sn.list) == 0 {
+		return ErrNoOrigins
+	}
+	return nil
+}
+
+// List returns the origins of the current answer, in answer order.
+func (s *Origins) List() []*Origin {
+	sn := s.snap.Load()
+	if sn == nil {
+		return nil
+	}
+	return append([]*Origin(nil), sn.list...)
+}
+
+// Stale reports whether the last resolution failed, so that the set is the
+// last good answer.
+func (s *Origins) Stale() bool { return s.stale.Load() }
+
+// apply makes addrs (answer order, distinct) the current set. Origins that
+// left keep their load and get no new session; one that comes back is the
+// same Origin with its counters.
+func (s *Origins) apply(addrs []netip.AddrPort) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list := make([]*Origin, 0, len(addrs))
+	in := make(map[netip.AddrPort]bool, len(addrs))
+	for _, ap := range addrs {
+		if in[ap] {
+			continue
+		}
+		in[ap] = true
+		o := s.byAddr[ap]
+		if o == nil {
+			o = &Origin{set: s, ap: ap, addr: ap.String()}
+			if s.checker != nil {
+				ref, _ := s.checker.Ref(originCheckName(ap))
+				o.healthy = ref.HealthyFlag()
+			}
+			s.byAddr[ap] = o
+		}
+		list = append(list, o)
+	}
+	if len(list) == 0 {
+		return errors.New("edge: the answer holds no address")
+	}
+	var st *shard.Stable
+	if s.stable != nil {
+		sc := *s.stable
+		sc.Workers = make([]shard.Worker, len(list))
+		for i, o := range list {
+			sc.Workers[i] = shard.Worker{ID: o.addr}
+		}
+		sc.HandSize = min(sc.HandSize, len(list))
+		var err error
+		if st, err = shard.NewStable(sc); err != nil {
+			return fmt.Errorf("edge: origin hands: %w", err)
+		}
+	}
+	if s.checker != nil {
+		names := make([]string, len(list))
+		for i, o := range list {
+			names[i] = o.addr
+		}
+		checks, err := originHealthChecks(s.cfg.HealthCheck, names)
+		if err != nil {
+			return err
+		}
+		if err := s.checker.Update(checks); err != nil {
+			return fmt.Errorf("edge: origin health checks: %w", err)
+		}
+	}
+	for ap, o := range s.byAddr {
+		switch {
+		case in[ap]:
+			o.inAnswer.Store(true)
+		case o.Load() > 0:
+			o.inAnswer.Store(false)
+		default:
+			o.inAnswer.Store(false)
+			delete(s.byAddr, ap)
+		}
+	}
+	s.snap.Store(&originSnapshot{list: list, stable: st})
+	return nil
+}
+
+// Run resolves the origin name now and again at every TTL (clamped by
+// min_ttl and max_ttl), retrying failures with jittered backoff and
+// keeping the last good set meanwhile, and runs the active health checks.
+// It blocks until ctx ends or Shutdown is called and returns nil then. Run
+// may be called once.
+func (s *Origins) Run(ctx context.Context) error {
+	s.runMu.Lock()
+	if s.started {
+		s.runMu.Unlock()
+		return errors.New("edge: origins already running")
+	}
+	s.started = true
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	s.runMu.Unlock()
+	defer close(s.done)
+	defer s.cancel()
+
+	var wg sync.WaitGroup
+	if s.checker != nil {
+		wg.Go(func() {
+			if err := s.checker.Run(ctx); err != nil {
+				s.log.Error("origin health checks stopped", "err", err)
+			}
+		})
+	}
+	if len(s.cfg.Static) == 0 {
+		s.resolveLoop(ctx)
+	}
+	<-ctx.Done()
+	if s.checker != nil {
+		_ = s.checker.Shutdown(context.Background())
+	}
+	wg.Wait()
+	return nil
+}
+
+// Shutdown stops Run and waits for it to return, within ctx.
+func (s *Origins) Shutdown(ctx context.Context) error {
+	s.runMu.Lock()
+	cancel, done := s.cancel, s.done
+	s.runMu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// resolveLoop resolves until ctx ends.
+func (s *Origins) resolveLoop(ctx context.Context) {
+	var rnd backoff.Rand
+	if s.opts.Rand != nil {
+		rnd = lockedFloat{s}
+	}
+	b, err := backoff.NewBackoff(s.cfg.Retry, rnd)
+	if err != nil { // validated
+		s.log.Error("origin retry policy", "err", err)
+		return
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		ttl, err := s.Resolve(ctx)
+		wait := ttl
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			wait = b.Next()
+			s.log.Warn("origin resolution failed; keeping the last good set", "name", s.cfg.Name,
+				"resolver", s.cfg.Resolver, "err", err, "retry_in", wait, "addresses", len(s.List()))
+		} else {
+			b.Reset()
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// lockedFloat draws the backoff's numbers from OriginsOptions.Rand.
+type lockedFloat struct{ s *Origins }
+
+func (l lockedFloat) Float64() float64 {
+	l.s.randMu.Lock()
+	defer l.s.randMu.Unlock()
+	return l.s.opts.Rand.Float64()
+}
+
+// Resolve resolves the origin name once and applies the answer. It returns
+// the time until the next resolution: the answer's TTL clamped by min_ttl
+// and max_ttl. On failure the set stays as it was (Stale reports it) and
+// the error says why. A static list returns max_ttl and nil.
+func (s *Origins) Resolve(ctx context.Context) (time.Duration, error) {
+	if len(s.cfg.Static) > 0 {
+		return s.cfg.MaxTTL, nil
+	}
+	s.resolves.Add(1)
+	addrs, ttl, err := s.lookup(ctx)
+	if err == nil {
+		err = s.apply(addrs)
+	}
+	if err != nil {
+		s.resolveErrors.Add(1)
+		s.stale.Store(s.snap.Load() != nil)
+		return 0, err
+	}
+	s.stale.Store(false)
+	return min(max(ttl, s.cfg.MinTTL), s.cfg.MaxTTL), nil
+}
