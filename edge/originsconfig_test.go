@@ -48,7 +48,9 @@ func TestOriginsConfigValidate(t *testing.T) {
 		{name: "a negative query timeout", cfg: with(func(c *OriginsConfig) { c.QueryTimeout = -1 }), key: "query_timeout", msg: "negative"},
 		{name: "a bad retry policy", cfg: with(func(c *OriginsConfig) { c.Retry.Policy = "sometimes" }), key: "retry", msg: "backoff:"},
 		{name: "a bad pick", cfg: with(func(c *OriginsConfig) { c.Pick = "random" }), key: "pick", msg: "not a pick mode"},
-		{name: "a hand too large", cfg: with(func(c *OriginsConfig) { c.Shard = OriginShardConfig{HandSize: 17, Secret: "000102030405060708090a0b0c0d0e0f"} }), key: "shard.hand_size", msg: "0 to 16"},
+		{name: "a hand too large", cfg: with(func(c *OriginsConfig) {
+			c.Shard = OriginShardConfig{HandSize: 17, Secret: "000102030405060708090a0b0c0d0e0f"}
+		}), key: "shard.hand_size", msg: "0 to 16"},
 		{name: "a hand without secret", cfg: with(func(c *OriginsConfig) { c.Shard.HandSize = 2 }), key: "shard.secret", msg: "shard:"},
 		{name: "a secret without hand", cfg: with(func(c *OriginsConfig) { c.Shard.Secret = "00" }), key: "shard.hand_size", msg: "needs a hand size"},
 		{name: "hands with first-address", cfg: with(func(c *OriginsConfig) {
@@ -58,7 +60,9 @@ func TestOriginsConfigValidate(t *testing.T) {
 		{name: "negative failures", cfg: with(func(c *OriginsConfig) { c.Outlier.ConsecutiveFailures = -1 }), key: "outlier.consecutive_failures", msg: "negative"},
 		{name: "a negative interval", cfg: with(func(c *OriginsConfig) { c.Outlier.Interval = -1 }), key: "outlier.interval", msg: "negative"},
 		{name: "a percent above 100", cfg: with(func(c *OriginsConfig) { c.Outlier.MaxEjectionPercent = 101 }), key: "outlier.max_ejection_percent", msg: "0 to 100"},
-		{name: "max below base ejection time", cfg: with(func(c *OriginsConfig) { c.Outlier.BaseEjectionTime, c.Outlier.MaxEjectionTime = time.Minute, time.Second }),
+		{name: "max below base ejection time", cfg: with(func(c *OriginsConfig) {
+			c.Outlier.BaseEjectionTime, c.Outlier.MaxEjectionTime = time.Minute, time.Second
+		}),
 			key: "outlier.max_ejection_time", msg: "below base_ejection_time"},
 		{name: "a check kind", cfg: with(func(c *OriginsConfig) { c.HealthCheck.Kind = "http" }), key: "health_check.kind", msg: "not a check kind"},
 		{name: "check settings without kind", cfg: with(func(c *OriginsConfig) { c.HealthCheck.Interval = time.Second }), key: "health_check.kind", msg: "need a kind"},
