@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,12 @@ type OriginsOptions struct {
 	// Dial opens the connections of the active health checks; nil is a
 	// net.Dialer.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// OnChange, when set, is called with the new answer (in answer order)
+	// after every change of the set, one call at a time, outside of any
+	// lock of Origins. The upstream code opens connections to the new
+	// addresses there; an address that left keeps its sessions, so its
+	// connection stays until they end (Origin.Load).
+	OnChange func(list []*Origin)
 }
 
 // Origins is the set of origin addresses of an edge: it resolves the
@@ -90,6 +97,9 @@ type Origins struct {
 	resolves      atomic.Uint64
 	failOpen      atomic.Uint64
 	ejectSkipped  atomic.Uint64
+
+	refresh  chan struct{} // Refresh's wake-up of the resolve loop
+	changeMu sync.Mutex    // serializes OnChange calls
 
 	runMu   sync.Mutex
 	started bool
@@ -132,7 +142,8 @@ func NewOrigins(cfg OriginsConfig, opts OriginsOptions) (*Origins, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Origins{cfg: cfg.withDefaults(), opts: opts, log: opts.Logger, now: opts.Now, byAddr: map[netip.AddrPort]*Origin{}}
+	s := &Origins{cfg: cfg.withDefaults(), opts: opts, log: opts.Logger, now: opts.Now, byAddr: map[netip.AddrPort]*Origin{},
+		refresh: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -261,7 +272,7 @@ func (s *Origins) p2c(list []*Origin, now int64) *Origin {
 				i--
 			}
 		}
-		return list[0] // not reached: k usable origins exist
+		return list[i%len(list)] // only when an origin changed state between the scans
 	}
 	if k == 1 {
 		return nth(0)
@@ -284,9 +295,10 @@ func (s *Origins) intn(n int) int {
 	return int(hi)
 }
 
-// usable reports whether o may get a new session at now.
+// usable reports whether o may get a new session at now. Only origins of
+// the current answer are candidates: the snapshot's list holds no other.
 func (o *Origin) usable(now int64) bool {
-	return o.inAnswer.Load() && o.ejectedUntil.Load() <= now && (o.healthy == nil || o.healthy.Load())
+	return o.ejectedUntil.Load() <= now && (o.healthy == nil || o.healthy.Load())
 }
 
 // Addr returns the origin's address, host:port.
@@ -375,6 +387,18 @@ func (s *Origins) Stale() bool { return s.stale.Load() }
 // left keep their load and get no new session; one that comes back is the
 // same Origin with its counters.
 func (s *Origins) apply(addrs []netip.AddrPort) error {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	list, changed, err := s.swap(addrs)
+	if err != nil || !changed || s.opts.OnChange == nil {
+		return err
+	}
+	s.opts.OnChange(append([]*Origin(nil), list...))
+	return nil
+}
+
+// swap installs addrs under mu and reports whether the answer changed.
+func (s *Origins) swap(addrs []netip.AddrPort) ([]*Origin, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	list := make([]*Origin, 0, len(addrs))
@@ -396,7 +420,11 @@ func (s *Origins) apply(addrs []netip.AddrPort) error {
 		list = append(list, o)
 	}
 	if len(list) == 0 {
-		return errors.New("edge: the answer holds no address")
+		return nil, false, errors.New("edge: the answer holds no address")
+	}
+	if old := s.snap.Load(); old != nil && slices.Equal(old.list, list) {
+		s.prune(in)
+		return list, false, nil
 	}
 	var st *shard.Stable
 	if s.stable != nil {
@@ -408,7 +436,7 @@ func (s *Origins) apply(addrs []netip.AddrPort) error {
 		sc.HandSize = min(sc.HandSize, len(list))
 		var err error
 		if st, err = shard.NewStable(sc); err != nil {
-			return fmt.Errorf("edge: origin hands: %w", err)
+			return nil, false, fmt.Errorf("edge: origin hands: %w", err)
 		}
 	}
 	if s.checker != nil {
@@ -418,12 +446,20 @@ func (s *Origins) apply(addrs []netip.AddrPort) error {
 		}
 		checks, err := originHealthChecks(s.cfg.HealthCheck, names)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		if err := s.checker.Update(checks); err != nil {
-			return fmt.Errorf("edge: origin health checks: %w", err)
+			return nil, false, fmt.Errorf("edge: origin health checks: %w", err)
 		}
 	}
+	s.prune(in)
+	s.snap.Store(&originSnapshot{list: list, stable: st})
+	return list, true, nil
+}
+
+// prune marks the origins of byAddr in or out of the answer and forgets
+// those out of it without load left. Called under mu.
+func (s *Origins) prune(in map[netip.AddrPort]bool) {
 	for ap, o := range s.byAddr {
 		switch {
 		case in[ap]:
@@ -435,8 +471,6 @@ func (s *Origins) apply(addrs []netip.AddrPort) error {
 			delete(s.byAddr, ap)
 		}
 	}
-	s.snap.Store(&originSnapshot{list: list, stable: st})
-	return nil
 }
 
 // Run resolves the origin name now and again at every TTL (clamped by
@@ -508,6 +542,7 @@ func (s *Origins) resolveLoop(ctx context.Context) {
 	defer timer.Stop()
 	<-timer.C
 	for {
+		last := time.Now()
 		ttl, err := s.Resolve(ctx)
 		wait := ttl
 		if err != nil {
@@ -525,7 +560,28 @@ func (s *Origins) resolveLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-s.refresh:
+			// Early, but not sooner than min_ttl after the last one.
+			timer.Stop()
+			if d := s.cfg.MinTTL - time.Since(last); d > 0 {
+				timer.Reset(d)
+				select {
+				case <-ctx.Done():
+					return
+				case <-timer.C:
+				}
+			}
 		}
+	}
+}
+
+// Refresh asks Run to resolve the name again now, not sooner than min_ttl
+// after the previous resolution: the upstream code calls it when a Relay
+// stream to an origin broke. It does not block.
+func (s *Origins) Refresh() {
+	select {
+	case s.refresh <- struct{}{}:
+	default:
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -422,4 +423,82 @@ func labelOf(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestOriginsOnChangeAndRefresh: OnChange gets every new answer once (not
+// an unchanged one), and Refresh re-resolves long before the TTL.
+func TestOriginsOnChangeAndRefresh(t *testing.T) {
+	srv, dnsAddr := startDNS(t, dnsZone(3600, "127.0.0.11", "127.0.0.12"))
+	changes := make(chan []string, 10)
+	s := newTestOrigins(t, OriginsConfig{Name: "hubs.corral.test", Port: 7000, Resolver: dnsAddr, MinTTL: 20 * time.Millisecond},
+		OriginsOptions{OnChange: func(list []*Origin) { changes <- addrsOf(list) }})
+	runOrigins(t, s)
+	if got := <-changes; !slices.Equal(got, []string{"127.0.0.11:7000", "127.0.0.12:7000"}) {
+		t.Fatalf("first change %v", got)
+	}
+	if _, err := s.Resolve(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Reload(parseZone(t, dnsZone(3600, "127.0.0.13"))); err != nil {
+		t.Fatal(err)
+	}
+	s.Refresh()
+	select {
+	case got := <-changes:
+		if !slices.Equal(got, []string{"127.0.0.13:7000"}) {
+			t.Fatalf("after Refresh: %v; want the new answer (an unchanged answer is no change)", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Refresh did not re-resolve within 10 s (the TTL is an hour)")
+	}
+}
+
+// TestOriginsConcurrent exercises picks, accounting, failures and answer
+// changes at once (for -race); every counter is back at 0 at the end.
+func TestOriginsConcurrent(t *testing.T) {
+	s := newTestOrigins(t, OriginsConfig{Static: staticOrigins(4), Shard: OriginShardConfig{HandSize: 2, Secret: "000102030405060708090a0b0c0d0e0f"},
+		Outlier: OutlierConfig{ConsecutiveFailures: 3, BaseEjectionTime: time.Millisecond, MaxEjectionTime: time.Millisecond}}, OriginsOptions{})
+	done := make(chan struct{})
+	var seen sync.Map
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				o, err := s.Pick(fmt.Sprintf("t%d", i%7))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				seen.Store(o, true)
+				switch (i + g) % 3 {
+				case 0:
+					o.HandshakeDone(OriginFailure)
+				case 1:
+					o.HandshakeDone(OriginSuccess)
+					o.SessionDone(OriginNeutral)
+				default:
+					o.HandshakeDone(OriginSuccess)
+					o.SessionDone(OriginFailure)
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		if err := s.apply(mustAddrPorts(t, staticOrigins(4)[i%3:])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	seen.Range(func(k, _ any) bool {
+		if o := k.(*Origin); o.Load() != 0 {
+			t.Errorf("%s: load %d after every session ended", o.Addr(), o.Load())
+		}
+		return true
+	})
 }
