@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -501,4 +505,75 @@ func TestOriginsConcurrent(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestOriginsReResolveAtAnswerTTL: without a max_ttl clamp, Run comes back
+// at the answer's own TTL (1 s here) and picks up the change.
+func TestOriginsReResolveAtAnswerTTL(t *testing.T) {
+	srv, dnsAddr := startDNS(t, dnsZone(1, "127.0.0.11"))
+	s := newTestOrigins(t, OriginsConfig{Name: "hubs.corral.test", Port: 7000, Resolver: dnsAddr, MinTTL: 20 * time.Millisecond}, OriginsOptions{})
+	runOrigins(t, s)
+	testkit.WaitFor(t, 10*time.Second, "the first answer", func() bool { return s.Ready() == nil })
+	if err := srv.Reload(parseZone(t, dnsZone(1, "127.0.0.12"))); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, "the answer after its 1 s TTL", func() bool {
+		return slices.Equal(addrsOf(s.List()), []string{"127.0.0.12:7000"})
+	})
+}
+
+// TestOriginCheckName: health check names are valid and distinct for
+// IPv4 and IPv6 addresses whose text could run together.
+func TestOriginCheckName(t *testing.T) {
+	seen := map[string]string{}
+	for _, a := range []string{"127.0.0.1:7000", "[::1]:7000", "[1::2:3]:4", "[1::2]:34", "[1::23]:4", "[2001:db8::1]:443"} {
+		ap := netip.MustParseAddrPort(a)
+		n := originCheckName(ap)
+		if prev, dup := seen[n]; dup {
+			t.Errorf("%s and %s share the check name %s", prev, a, n)
+		}
+		seen[n] = a
+		if _, err := originHealthChecks(OriginHealthConfig{Kind: "tcp"}, []string{a}); err != nil {
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+}
+
+// TestOriginsOneFamilyFails: when the AAAA query fails (SERVFAIL) while A
+// answers, the resolution fails and the last good set stays, rather than
+// dropping every origin of the failed family on a transient error.
+func TestOriginsOneFamilyFails(t *testing.T) {
+	var servfail atomic.Bool
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		switch qt := q.Question[0].Qtype; {
+		case qt == dns.TypeAAAA && servfail.Load():
+			m.Rcode = dns.RcodeServerFailure
+		case qt == dns.TypeAAAA:
+			rr, _ := dns.NewRR(q.Question[0].Name + " 60 IN AAAA ::11")
+			m.Answer = append(m.Answer, rr)
+		default:
+			rr, _ := dns.NewRR(q.Question[0].Name + " 60 IN A 127.0.0.11")
+			m.Answer = append(m.Answer, rr)
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	s := newTestOrigins(t, OriginsConfig{Name: "hubs.corral.test", Port: 7000, Resolver: pc.LocalAddr().String()}, OriginsOptions{})
+	if _, err := s.Resolve(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	servfail.Store(true)
+	if _, err := s.Resolve(context.Background()); err == nil || !strings.Contains(err.Error(), "SERVFAIL") {
+		t.Fatalf("Resolve with AAAA failing: %v; want a SERVFAIL error", err)
+	}
+	if got := addrsOf(s.List()); !slices.Equal(got, []string{"127.0.0.11:7000", "[::11]:7000"}) || !s.Stale() {
+		t.Fatalf("origins %v, stale %v; want the last good pair, stale", got, s.Stale())
+	}
 }

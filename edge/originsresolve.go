@@ -66,7 +66,11 @@ func (s *Origins) lookup(ctx context.Context) ([]netip.AddrPort, time.Duration, 
 			out = append(out, netip.AddrPortFrom(a, port))
 		}
 	}
-	if len(errs) == 2 || (!have && len(errs) > 0) {
+	if len(errs) > 0 {
+		// A query that failed (a timeout, SERVFAIL) makes the whole
+		// resolution fail: applying the other family alone would drop
+		// every origin of the failed one on a transient error. A server
+		// without records of a family answers NOERROR without them.
 		return nil, 0, errors.Join(errs...)
 	}
 	if !have {

@@ -48,6 +48,9 @@ func (s *Origins) eject(o *Origin, now time.Time) {
 	}
 	if ejected > 0 && (ejected+1)*100 > oc.MaxEjectionPercent*len(sn.list) {
 		s.ejectSkipped.Add(1)
+		if int(o.failures.Load()) > oc.ConsecutiveFailures {
+			return // logged at the first refusal; counted every time
+		}
 		s.log.Warn("origin not ejected: max_ejection_percent reached", "origin", o.addr,
 			"ejected", ejected, "origins", len(sn.list), "max_ejection_percent", oc.MaxEjectionPercent)
 		return
