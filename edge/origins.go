@@ -103,6 +103,7 @@ type Origins struct {
 
 	runMu   sync.Mutex
 	started bool
+	stopped bool // Shutdown came first: Run returns at once
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
@@ -485,6 +486,10 @@ func (s *Origins) Run(ctx context.Context) error {
 		return errors.New("edge: origins already running")
 	}
 	s.started = true
+	if s.stopped {
+		s.runMu.Unlock()
+		return nil
+	}
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.done = make(chan struct{})
 	s.runMu.Unlock()
@@ -510,9 +515,11 @@ func (s *Origins) Run(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown stops Run and waits for it to return, within ctx.
+// Shutdown stops Run and waits for it to return, within ctx. Called
+// before Run, it makes Run return at once.
 func (s *Origins) Shutdown(ctx context.Context) error {
 	s.runMu.Lock()
+	s.stopped = true
 	cancel, done := s.cancel, s.done
 	s.runMu.Unlock()
 	if cancel == nil {

@@ -577,3 +577,25 @@ func TestOriginsOneFamilyFails(t *testing.T) {
 		t.Fatalf("origins %v, stale %v; want the last good pair, stale", got, s.Stale())
 	}
 }
+
+// TestOriginsShutdownBeforeRun: a Shutdown that comes before Run makes Run
+// return at once instead of resolving forever.
+func TestOriginsShutdownBeforeRun(t *testing.T) {
+	s := newTestOrigins(t, OriginsConfig{Static: staticOrigins(1)}, OriginsOptions{})
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(context.Background()) }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run after Shutdown did not return")
+	}
+	if err := s.Run(context.Background()); err == nil {
+		t.Error("a second Run was accepted")
+	}
+}

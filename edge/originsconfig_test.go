@@ -2,6 +2,7 @@ package edge
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,38 @@ func TestDefaultOriginsConfig(t *testing.T) {
 	}
 	if c := (OriginsConfig{MinTTL: time.Hour}).withDefaults(); c.MaxTTL != time.Hour {
 		t.Errorf("max_ttl default under a min_ttl of 1h: %v; want 1h", c.MaxTTL)
+	}
+}
+
+// TestOriginsConfigYAML decodes the README's example section: every key
+// exists with the documented spelling, and the values are the defaults.
+func TestOriginsConfigYAML(t *testing.T) {
+	readme, err := os.ReadFile("README.origins.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	start := strings.Index(text, "```yaml\norigins:\n")
+	if start < 0 {
+		t.Fatal("README.origins.md has no origins: yaml block")
+	}
+	text = text[start+len("```yaml\n"):]
+	text = text[:strings.Index(text, "```")]
+	var doc struct {
+		Origins OriginsConfig `yaml:"origins"`
+	}
+	if err := config.Decode("README.origins.md", []byte(text), &doc, config.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	c := doc.Origins
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "hubs.corral.test" || c.Port != 7000 || c.Resolver != "127.0.0.1:5353" {
+		t.Errorf("decoded %+v", c)
+	}
+	d := DefaultOriginsConfig()
+	if c.MinTTL != d.MinTTL || c.MaxTTL != d.MaxTTL || c.QueryTimeout != d.QueryTimeout || c.Retry != d.Retry || c.Pick != d.Pick || c.Outlier != d.Outlier {
+		t.Errorf("the README's values are not the defaults:\n got %+v\nwant %+v", c, d)
 	}
 }
