@@ -59,7 +59,8 @@ type OriginsOptions struct {
 	// net.Dialer.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// OnChange, when set, is called with the new answer (in answer order)
-	// after every change of the set, one call at a time, outside of any
+	// after every change of the set of addresses (not of their order), one
+	// call at a time, outside of any
 	// lock of Origins. The upstream code opens connections to the new
 	// addresses there; an address that left keeps its sessions, so its
 	// connection stays until they end (Origin.Load).
@@ -398,7 +399,8 @@ func (s *Origins) apply(addrs []netip.AddrPort) error {
 	return nil
 }
 
-// swap installs addrs under mu and reports whether the answer changed.
+// swap installs addrs under mu and reports whether the set of addresses
+// changed.
 func (s *Origins) swap(addrs []netip.AddrPort) ([]*Origin, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -423,9 +425,16 @@ func (s *Origins) swap(addrs []netip.AddrPort) ([]*Origin, bool, error) {
 	if len(list) == 0 {
 		return nil, false, errors.New("edge: the answer holds no address")
 	}
-	if old := s.snap.Load(); old != nil && slices.Equal(old.list, list) {
+	old := s.snap.Load()
+	if old != nil && slices.Equal(old.list, list) {
 		s.prune(in)
 		return list, false, nil
+	}
+	// A new order of the same addresses is a new answer (first-address
+	// follows it) but no change of the set.
+	sameSet := old != nil && len(old.list) == len(list)
+	for i := 0; sameSet && i < len(old.list); i++ {
+		sameSet = in[old.list[i].ap]
 	}
 	var st *shard.Stable
 	if s.stable != nil {
@@ -440,7 +449,7 @@ func (s *Origins) swap(addrs []netip.AddrPort) ([]*Origin, bool, error) {
 			return nil, false, fmt.Errorf("edge: origin hands: %w", err)
 		}
 	}
-	if s.checker != nil {
+	if s.checker != nil && !sameSet {
 		names := make([]string, len(list))
 		for i, o := range list {
 			names[i] = o.addr
@@ -455,7 +464,7 @@ func (s *Origins) swap(addrs []netip.AddrPort) ([]*Origin, bool, error) {
 	}
 	s.prune(in)
 	s.snap.Store(&originSnapshot{list: list, stable: st})
-	return list, true, nil
+	return list, !sameSet, nil
 }
 
 // prune marks the origins of byAddr in or out of the answer and forgets
