@@ -5,13 +5,16 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/wsserve"
 )
 
 // ConnectionConfig bounds the connections of the hub's listeners that are
 // idle, half-open or slow to close, before and beside sessions (YAML
 // section "connections"). Every connection a device or a backend opens is
 // bounded by one of these, whatever it sends or does not send. The zero
-// value of a field takes its default.
+// value of a field takes its default. The HTTP fields and CloseTimeout
+// configure the WebSocket server (internal/wsserve, shared with the edge,
+// whose defaults they take); the gRPC fields the gRPC server.
 type ConnectionConfig struct {
 	// HTTPReadHeaderTimeout bounds reading a request's header on the HTTP
 	// listener (a WebSocket upgrade or a publish), from its first byte.
@@ -60,15 +63,15 @@ type ConnectionConfig struct {
 // timeout.
 func (c ConnectionConfig) withDefaults(handshake time.Duration) ConnectionConfig {
 	c.HTTPReadHeaderTimeout = cmp.Or(c.HTTPReadHeaderTimeout, handshake)
-	c.HTTPReadTimeout = cmp.Or(c.HTTPReadTimeout, 30*time.Second)
-	c.HTTPWriteTimeout = cmp.Or(c.HTTPWriteTimeout, 30*time.Second)
-	c.HTTPIdleTimeout = cmp.Or(c.HTTPIdleTimeout, 60*time.Second)
+	c.HTTPReadTimeout = cmp.Or(c.HTTPReadTimeout, wsserve.DefaultHTTPReadTimeout)
+	c.HTTPWriteTimeout = cmp.Or(c.HTTPWriteTimeout, wsserve.DefaultHTTPWriteTimeout)
+	c.HTTPIdleTimeout = cmp.Or(c.HTTPIdleTimeout, wsserve.DefaultHTTPIdleTimeout)
 	c.GRPCHandshakeTimeout = cmp.Or(c.GRPCHandshakeTimeout, handshake)
 	c.GRPCMaxConnectionIdle = cmp.Or(c.GRPCMaxConnectionIdle, 60*time.Second)
 	c.GRPCKeepaliveTime = cmp.Or(c.GRPCKeepaliveTime, 30*time.Second)
 	c.GRPCKeepaliveTimeout = cmp.Or(c.GRPCKeepaliveTimeout, 10*time.Second)
 	c.GRPCMinPingInterval = cmp.Or(c.GRPCMinPingInterval, 10*time.Second)
-	c.CloseTimeout = cmp.Or(c.CloseTimeout, time.Second)
+	c.CloseTimeout = cmp.Or(c.CloseTimeout, wsserve.DefaultCloseTimeout)
 	return c
 }
 

@@ -9,7 +9,6 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -17,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lesismal/nbio/nbhttp"
-	nbws "github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +26,7 @@ import (
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/hub/history"
 	"github.com/corralhq/corral/internal/natsutil"
+	"github.com/corralhq/corral/internal/wsserve"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -102,8 +100,7 @@ type Hub struct {
 	sessions  map[*session]struct{}
 	httpLn    net.Listener
 	grpcLn    net.Listener
-	wsEngine  *nbhttp.Engine
-	httpSrv   *http.Server
+	wsSrv     *wsserve.Server // WebSocket upgrades and the HTTP API on httpLn
 	grpcSrv   *grpc.Server
 	cancelRun context.CancelFunc
 	sessSeq   uint64
@@ -113,9 +110,7 @@ type Hub struct {
 
 	grants grants
 
-	workers *workers // message handlers, writers and handshakes (workers.go)
-
-	testHookWSOpen func(*wsEarly, *nbws.Conn) // tests: runs first in OnOpen
+	workers *wsserve.Workers // message handlers, writers and handshakes
 }
 
 type dedupeEntry struct {
@@ -138,7 +133,7 @@ func New(cfg Config, opts Options) (*Hub, error) {
 		ingestCfg: cfg.Ingest.withDefaults(), drainCfg: cfg.Drain.withDefaults(),
 		opts: opts, log: opts.Logger, now: opts.Now, verifier: v,
 		seed: maphash.MakeSeed(), started: make(chan struct{}), done: make(chan struct{}),
-		workers:  newWorkers(10 * time.Second),
+		workers:  wsserve.NewWorkers(10 * time.Second),
 		sessions: make(map[*session]struct{}), dedupe: make(map[string]dedupeEntry),
 		overload: opts.Overload, health: newHealthServer(),
 	}
@@ -257,32 +252,28 @@ func (h *Hub) run(ctx context.Context) (err error) {
 		}
 	}
 	h.runCtx = ctx
-	engine, up, early := h.newWSEngine()
-	if err := engine.Start(); err != nil {
+	wsSrv, err := wsserve.New(h.wsConfig(), wsHandler{h}, h.httpMux())
+	if err == nil {
+		err = wsSrv.Start()
+	}
+	if err != nil {
 		_ = httpLn.Close()
 		if grpcLn != nil {
 			_ = grpcLn.Close()
 		}
 		return fmt.Errorf("hub: http: %w", err)
 	}
-	defer engine.Stop()
+	defer wsSrv.Stop()
 	h.mu.Lock()
 	h.httpLn, h.grpcLn = httpLn, grpcLn
-	h.wsEngine = engine
-	h.httpSrv = &http.Server{
-		Handler:           h.httpMux(h.serveWS(up)),
-		ReadHeaderTimeout: h.conns.HTTPReadHeaderTimeout,
-		ReadTimeout:       h.conns.HTTPReadTimeout,
-		WriteTimeout:      h.conns.HTTPWriteTimeout,
-		IdleTimeout:       h.conns.HTTPIdleTimeout,
-	}
+	h.wsSrv = wsSrv
 	if grpcLn != nil {
 		h.grpcSrv = h.newGRPCServer()
 	}
 	h.mu.Unlock()
 	errc := make(chan error, 2)
 	wg.Go(func() {
-		if err := h.httpSrv.Serve(h.newWSListener(httpLn, up, early)); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		if err := wsSrv.Serve(httpLn); err != nil {
 			errc <- fmt.Errorf("hub: http: %w", err)
 		}
 	})
@@ -315,7 +306,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	h.stopSessions()
 	cancelCtx, c := context.WithTimeout(context.Background(), time.Second)
 	defer c()
-	_ = h.httpSrv.Shutdown(cancelCtx)
+	_ = wsSrv.Shutdown(cancelCtx)
 	if h.grpcSrv != nil {
 		// Let the handlers return their close status, then cut.
 		stopped := make(chan struct{})

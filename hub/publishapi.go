@@ -17,11 +17,10 @@ import (
 	"github.com/corralhq/corral/wire"
 )
 
-// httpMux serves WebSocket sessions on /v1/ws (with ws) and the HTTP
-// publish API on POST /v1/publish.
-func (h *Hub) httpMux(ws http.HandlerFunc) http.Handler {
+// httpMux serves the HTTP publish API on POST /v1/publish, beside the
+// WebSocket upgrades of /v1/ws (wsserve routes those).
+func (h *Hub) httpMux() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/ws", ws)
 	mux.HandleFunc("POST /v1/publish", h.httpPublish)
 	return mux
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/hub/history"
+	"github.com/corralhq/corral/internal/wsserve"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -31,7 +32,7 @@ type transport interface {
 
 // errStalled is the write error of a transport whose peer has read
 // nothing for the write timeout.
-var errStalled = errors.New("hub: write timeout: the peer does not read")
+var errStalled = wsserve.ErrStalled
 
 // subscription is one channel of a session. The session's mutex guards it.
 // It is on every idle subscription: 64 bytes.

@@ -19,39 +19,6 @@ const wsHead = "GET /v1/ws HTTP/1.1\r\nHost: corral\r\nUpgrade: websocket\r\nCon
 	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
 	"Sec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n\r\n"
 
-func TestWSRequestFastPath(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		head string
-		fast bool
-	}{
-		{name: "a plain upgrade", head: wsHead, fast: true},
-		{name: "header names in any case, token lists, a query", fast: true,
-			head: "GET /v1/ws?x=1 HTTP/1.1\r\nupgrade: WebSocket\r\nconnection: keep-alive, Upgrade\r\nsec-websocket-key: a2V5\r\nSEC-WEBSOCKET-VERSION: 13\r\nSec-WebSocket-Protocol: other, " + wire.SubprotocolJSON + "\r\n\r\n"},
-		{name: "another path", head: strings.Replace(wsHead, "/v1/ws", "/v1/wsx", 1)},
-		{name: "another method", head: strings.Replace(wsHead, "GET", "POST", 1)},
-		{name: "HTTP/1.0", head: strings.Replace(wsHead, "HTTP/1.1", "HTTP/1.0", 1)},
-		{name: "no Upgrade", head: strings.Replace(wsHead, "Upgrade: websocket\r\n", "", 1)},
-		{name: "no Connection upgrade", head: strings.Replace(wsHead, "Connection: Upgrade", "Connection: keep-alive", 1)},
-		{name: "version 12", head: strings.Replace(wsHead, "Version: 13", "Version: 12", 1)},
-		{name: "two versions", head: strings.Replace(wsHead, "Version: 13\r\n", "Version: 13\r\nSec-WebSocket-Version: 13\r\n", 1)},
-		{name: "no key", head: strings.Replace(wsHead, "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", "", 1)},
-		{name: "no subprotocol of the hub", head: strings.Replace(wsHead, wire.SubprotocolProto, "mqtt", 1)},
-		{name: "a folded header line", head: strings.Replace(wsHead, "Host: corral\r\n", "Host: corral\r\n  folded\r\n", 1)},
-		{name: "a space before the colon", head: strings.Replace(wsHead, "Host: corral", "Host : corral", 1)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r, ok := wsRequest([]byte(tc.head))
-			if ok != tc.fast {
-				t.Fatalf("fast path %v, want %v", ok, tc.fast)
-			}
-			if ok && (r.Method != http.MethodGet || r.Header.Get("Sec-Websocket-Key") == "" || len(r.Header["Sec-Websocket-Protocol"]) == 0) {
-				t.Fatalf("request for the upgrader: %+v", r)
-			}
-		})
-	}
-}
-
 // TestWSListenerPaths drives the listener in front of net/http: upgrades
 // whose head arrives a byte at a time, an upgrade net/http answers (no
 // subprotocol of the hub: 1002 as before), the HTTP API behind it, and a

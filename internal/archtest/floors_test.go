@@ -131,6 +131,7 @@ func TestFloorTable(t *testing.T) {
 		{"hub/history", 3},
 		{"shard/internal/u64set", 4},
 		{"internal/config", 4},
+		{"internal/wsserve", 4},
 	}
 	for _, tc := range tests {
 		if got, ok := floor(module + "/" + tc.pkg); !ok || got != tc.want {
@@ -166,6 +167,9 @@ func TestImportRules(t *testing.T) {
 		{pkg: "wire", imp: "limit"},
 		{pkg: "limit", imp: "hub"},
 		{pkg: "internal/config", imp: "limit"},
+		{pkg: "internal/wsserve", imp: "wire"}, // the WebSocket server takes subprotocols and bounds through its Config
+		{pkg: "hub", imp: "internal/wsserve", ok: true},
+		{pkg: "edge", imp: "internal/wsserve", ok: true},
 	} {
 		got := importProblem(module+"/"+tc.pkg, module+"/"+tc.imp)
 		if (got == "") != tc.ok {

@@ -1,6 +1,7 @@
 // Package testkit holds the small helpers corral's tests share: polling for
-// a condition instead of sleeping (after nats-server's checkFor), and a
-// buffer that collects logs from many goroutines.
+// a condition instead of sleeping (after nats-server's checkFor), a buffer
+// that collects logs from many goroutines, a manual clock, and a bare
+// WebSocket client that writes frames as given, masked or not (ws.go).
 //
 // The package imports nothing of corral; only tests import it.
 package testkit

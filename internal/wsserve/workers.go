@@ -1,11 +1,11 @@
-package hub
+package wsserve
 
 import (
 	"sync/atomic"
 	"time"
 )
 
-// workers runs functions on goroutines it keeps for a while after their
+// Workers runs functions on goroutines it keeps for a while after their
 // last task, instead of a new goroutine per task. nbio's own pool starts a
 // goroutine per message, and a new goroutine starts with the smallest
 // stack: decoding one Hello (protobuf, then the token's JSON) grew it
@@ -16,21 +16,27 @@ import (
 // Go never blocks and never queues: a task goes to an idle worker if one
 // is waiting, else to a new one, so a task that blocks (a history read
 // over NATS) holds up nothing else. Workers exit after idle without a
-// task, so an idle hub keeps none. The zero value is not usable; use
-// newWorkers. Its methods are safe for concurrent use.
-type workers struct {
+// task, so an idle server keeps none. The zero value is not usable; use
+// NewWorkers. Its methods are safe for concurrent use.
+//
+// A Server runs nbio's message handlers and its handshakes on its
+// Config.Workers; a caller that passes its own runs its other short tasks
+// (the hub: session writers) on the same kept goroutines.
+type Workers struct {
 	work    chan func()
 	idle    time.Duration
 	started atomic.Int64 // workers started, for tests
 	waiting atomic.Int64 // workers waiting for a task, for tests
 }
 
-func newWorkers(idle time.Duration) *workers {
-	return &workers{work: make(chan func()), idle: idle}
+// NewWorkers returns a pool whose goroutines exit after idle without a
+// task.
+func NewWorkers(idle time.Duration) *Workers {
+	return &Workers{work: make(chan func()), idle: idle}
 }
 
 // Go runs f on a worker.
-func (w *workers) Go(f func()) {
+func (w *Workers) Go(f func()) {
 	select {
 	case w.work <- f:
 	default:
@@ -38,7 +44,7 @@ func (w *workers) Go(f func()) {
 	}
 }
 
-func (w *workers) run(f func()) {
+func (w *Workers) run(f func()) {
 	w.started.Add(1)
 	t := time.NewTimer(w.idle)
 	defer t.Stop()

@@ -1,13 +1,4 @@
-package hub
-
-import (
-	"sync"
-
-	"github.com/lesismal/nbio"
-	nbws "github.com/lesismal/nbio/nbhttp/websocket"
-
-	"github.com/corralhq/corral/wire"
-)
+package wsserve
 
 // frameTrack follows the WebSocket frame boundaries of what a client sends,
 // from the raw bytes nbio reads and before nbio parses them, to catch the
@@ -18,7 +9,7 @@ import (
 // cutting TCP without a close frame (RSV bits without an extension, a
 // reserved opcode, a control frame over 125 bytes or fragmented, a
 // continuation without a start, a message inside a fragmented one), so
-// that the hub closes those with 1002 as RFC 6455 7.4.1 asks. The hub
+// that the session closes those with 1002 as RFC 6455 7.4.1 asks. wsserve
 // negotiates no extension (nbio's EnableCompression stays false), so any
 // RSV bit is an error.
 //
@@ -209,122 +200,4 @@ func (f *frameTrack) frame() frameVerdict {
 		return frameOpcode
 	}
 	return frameOK // control frames may be empty
-}
-
-// wsEarly holds what arrives on a connection before the hub has set its
-// session. nbio's upgrader adds the connection to the poller and writes the
-// 101 answer before it calls OnOpen, so a client that sends its Hello as
-// soon as it reads the 101 can have it read, parsed and handed to
-// OnMessage while OnOpen has not run yet (about 1 in 10,000 set-ups under a
-// dial storm). An entry lives from the first bytes read to the end of
-// OnOpen: it follows the frames (frameTrack) and holds the messages, which
-// OnOpen handles, in order, before it sets the session. Its methods are
-// safe for concurrent use.
-type wsEarly struct {
-	mu sync.Mutex
-	m  map[*nbws.Conn]*earlyConn
-}
-
-// earlyConn is what wsEarly holds for one connection.
-type earlyConn struct {
-	frames frameTrack
-	held   []heldMessage
-}
-
-// heldMessage is a message read before OnOpen (its payload copied: nbio
-// reuses the buffer after OnMessage returns).
-type heldMessage struct {
-	mt   nbws.MessageType
-	data []byte
-}
-
-// entry returns c's entry, made on first use; e.mu is held.
-func (e *wsEarly) entry(c *nbws.Conn) *earlyConn {
-	ec := e.m[c]
-	if ec == nil {
-		ec = new(earlyConn)
-		e.m[c] = ec
-	}
-	return ec
-}
-
-// feed follows data read from c, from the session's tracker when the
-// session is set and from an early one otherwise.
-func (e *wsEarly) feed(c *nbws.Conn, data []byte) (*session, frameVerdict) {
-	if s, ok := c.SessionWithLock().(*session); ok {
-		return s, s.tr.(*wsTransport).frames.feed(data)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if s, ok := c.SessionWithLock().(*session); ok { // set meanwhile
-		return s, s.tr.(*wsTransport).frames.feed(data)
-	}
-	if v := e.entry(c).frames.feed(data); v != frameOK {
-		return nil, frameDead // reported by open
-	}
-	return nil, frameOK
-}
-
-// hold keeps a message of c read before its session was set, for open to
-// hand over. It returns the session instead when it was set meanwhile.
-func (e *wsEarly) hold(c *nbws.Conn, mt nbws.MessageType, data []byte) *session {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if s, ok := c.SessionWithLock().(*session); ok {
-		return s
-	}
-	ec := e.entry(c)
-	ec.held = append(ec.held, heldMessage{mt: mt, data: append([]byte(nil), data...)})
-	return nil
-}
-
-// open hands c over to its session s (transport t). While messages are
-// held it returns them, and the caller handles them and calls open again;
-// when none are left it moves c's early tracker to t, sets c's session
-// and returns the violation the early bytes held, if any. A message that
-// arrives meanwhile is held (the session is not set yet), so the session
-// sees every message, in order, and one at a time.
-func (e *wsEarly) open(c *nbws.Conn, s *session, t *wsTransport) ([]heldMessage, frameVerdict) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ec := e.m[c]
-	if ec == nil {
-		c.SetSession(s)
-		return nil, frameOK
-	}
-	if held := ec.held; len(held) > 0 {
-		ec.held = nil
-		return held, frameOK
-	}
-	t.frames = ec.frames
-	delete(e.m, c)
-	c.SetSession(s)
-	return nil, t.frames.failed()
-}
-
-// forget drops c's early entry.
-func (e *wsEarly) forget(c *nbws.Conn) {
-	e.mu.Lock()
-	delete(e.m, c)
-	e.mu.Unlock()
-}
-
-// wsData is the engine's data handler: it sees what nbio read from a
-// connection before nbio parses it, and stops a connection whose client
-// breaks the framing rules nbio does not check.
-func (h *Hub) wsData(early *wsEarly, c *nbio.Conn, data []byte) {
-	if wsc, ok := c.Session().(*nbws.Conn); ok {
-		s, v := early.feed(wsc, data)
-		switch v {
-		case frameOK:
-		case frameDead:
-			return
-		default:
-			s.close(wire.Close{Code: wire.CloseProtocolError, Text: v.reason()}, false)
-			return
-		}
-	}
-	if next := c.DataHandler(); next != nil {
-		next(c, data)
-	}
 }

@@ -1,4 +1,4 @@
-package hub
+package wsserve
 
 import (
 	"bufio"
@@ -6,13 +6,10 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	nbws "github.com/lesismal/nbio/nbhttp/websocket"
-
-	"github.com/corralhq/corral/wire"
 )
 
 // The WebSocket handshake without net/http. A CPU profile of a dial storm
@@ -20,40 +17,39 @@ import (
 // connection serving: two 4 KiB bufio buffers per connection that a
 // hijack never returns to their pools (half of all bytes allocated), the
 // request and header maps, the background read and its goroutine, the mux.
-// wsListener sits between the TCP listener and net/http: it reads the
+// listener sits between the TCP listener and net/http: it reads the
 // request head of every new connection itself, with one pooled buffer,
-// and a plain, well-formed `GET /v1/ws` upgrade goes straight to nbio's
-// upgrader (with a request of the five headers it reads); anything else
-// (other paths, a malformed or unusual upgrade, a head over 4 KiB, bytes
-// after the head, a draining hub) goes to net/http with the bytes read
-// replayed, and is answered there as before.
+// and a plain, well-formed `GET <Config.Path>` upgrade goes straight to
+// nbio's upgrader (with a request of the five headers it reads), or is
+// refused with 503 when Handler.Admit says so; anything else (other
+// paths, a malformed or unusual upgrade, a head over 4 KiB, bytes after
+// the head) goes to net/http with the bytes read replayed, and is answered
+// there as before.
 
-// wsHeadMax bounds the request head read before net/http takes over.
-const wsHeadMax = 4 << 10
+// headMax bounds the request head read before net/http takes over.
+const headMax = 4 << 10
 
-var headBufs = sync.Pool{New: func() any { return new([wsHeadMax]byte) }}
+var headBufs = sync.Pool{New: func() any { return new([headMax]byte) }}
 
-// wsListener is the listener net/http serves. Its methods are safe for
+// listener is the listener net/http serves. Its methods are safe for
 // concurrent use.
-type wsListener struct {
+type listener struct {
 	net.Listener // the TCP listener: Addr; Close stops the accept loop
-	h            *Hub
-	early        *wsEarly
-	up           *nbws.Upgrader
+	s            *Server
 	conns        chan net.Conn // handed to net/http
 	done         chan struct{} // closed when the accept loop ends
 	err          error         // why it ended; set before done closes
 }
 
-// newWSListener starts accepting from ln.
-func (h *Hub) newWSListener(ln net.Listener, up *nbws.Upgrader, early *wsEarly) *wsListener {
-	l := &wsListener{Listener: ln, h: h, early: early, up: up, conns: make(chan net.Conn), done: make(chan struct{})}
+// newListener starts accepting from ln.
+func newListener(s *Server, ln net.Listener) *listener {
+	l := &listener{Listener: ln, s: s, conns: make(chan net.Conn), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
 }
 
 // Accept returns the next connection for net/http.
-func (l *wsListener) Accept() (net.Conn, error) {
+func (l *listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
 		return c, nil
@@ -62,7 +58,7 @@ func (l *wsListener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *wsListener) acceptLoop() {
+func (l *listener) acceptLoop() {
 	var backoff time.Duration
 	for {
 		c, err := l.Listener.Accept()
@@ -79,15 +75,15 @@ func (l *wsListener) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		l.h.workers.Go(func() { l.serve(c) })
+		l.s.cfg.Workers.Go(func() { l.serve(c) })
 	}
 }
 
 // serve reads c's request head and upgrades it, or hands it to net/http.
-func (l *wsListener) serve(c net.Conn) {
-	buf := headBufs.Get().(*[wsHeadMax]byte)
+func (l *listener) serve(c net.Conn) {
+	buf := headBufs.Get().(*[headMax]byte)
 	defer headBufs.Put(buf)
-	_ = c.SetReadDeadline(time.Now().Add(l.h.conns.HTTPReadHeaderTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(l.s.cfg.HTTPReadHeaderTimeout))
 	n := 0
 	end := -1
 	for end < 0 && n < len(buf) {
@@ -105,11 +101,15 @@ func (l *wsListener) serve(c net.Conn) {
 			return
 		}
 	}
-	if end == n && !l.h.draining.Load() {
-		if r, ok := wsRequest(buf[:end]); ok {
+	if end == n {
+		if r, ok := upgradeRequest(buf[:end], l.s.cfg.Path, l.s.cfg.Subprotocols); ok {
+			if ref, ok := l.s.h.Admit(); !ok {
+				l.refuse(c, ref)
+				return
+			}
 			_ = c.SetReadDeadline(time.Time{})
 			w := &hijackWriter{c: c}
-			if _, err := l.up.UpgradeAndTransferConnToPoller(w, r, nil); err != nil && !w.hijacked {
+			if _, err := l.s.up.UpgradeAndTransferConnToPoller(w, r, nil); err != nil && !w.hijacked {
 				_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
 				_ = c.Close()
 			}
@@ -120,7 +120,7 @@ func (l *wsListener) serve(c net.Conn) {
 }
 
 // handOver gives c to net/http, which reads pre first.
-func (l *wsListener) handOver(c net.Conn, pre []byte) {
+func (l *listener) handOver(c net.Conn, pre []byte) {
 	_ = c.SetReadDeadline(time.Time{})
 	rc := &replayConn{Conn: c, pre: bytes.Clone(pre)}
 	select {
@@ -130,10 +130,10 @@ func (l *wsListener) handOver(c net.Conn, pre []byte) {
 	}
 }
 
-// wsRequest parses head, a complete request head, and returns the request
-// for nbio's upgrader when it is a plain WebSocket upgrade of /v1/ws that
-// the upgrader accepts and that offers a subprotocol of the hub's.
-func wsRequest(head []byte) (*http.Request, bool) {
+// upgradeRequest parses head, a complete request head, and returns the
+// request for nbio's upgrader when it is a plain WebSocket upgrade of path
+// that the upgrader accepts and that offers one of subprotocols.
+func upgradeRequest(head []byte, path string, subprotocols []string) (*http.Request, bool) {
 	s := string(head[:len(head)-4])
 	line, rest, _ := strings.Cut(s, "\r\n")
 	target, ok := strings.CutPrefix(line, "GET ")
@@ -144,7 +144,7 @@ func wsRequest(head []byte) (*http.Request, bool) {
 	if !ok || proto != "HTTP/1.1" {
 		return nil, false
 	}
-	if path, _, _ := strings.Cut(target, "?"); path != "/v1/ws" {
+	if p, _, _ := strings.Cut(target, "?"); p != path {
 		return nil, false
 	}
 	hdr := make(http.Header, 5)
@@ -177,7 +177,7 @@ func wsRequest(head []byte) (*http.Request, bool) {
 			hdr["Sec-Websocket-Protocol"] = append(hdr["Sec-Websocket-Protocol"], value)
 		}
 	}
-	if !upgrade || !connection || !version || !key || !offersSubprotocol(hdr["Sec-Websocket-Protocol"]) {
+	if !upgrade || !connection || !version || !key || !offersSubprotocol(hdr["Sec-Websocket-Protocol"], subprotocols) {
 		return nil, false
 	}
 	hdr["Upgrade"] = []string{"websocket"}
@@ -200,16 +200,35 @@ func hasToken(v, token string) bool {
 }
 
 // offersSubprotocol reports whether the Sec-WebSocket-Protocol values
-// offer one of the hub's subprotocols.
-func offersSubprotocol(values []string) bool {
+// offer one of subprotocols.
+func offersSubprotocol(values, subprotocols []string) bool {
 	for _, v := range values {
-		for _, p := range wire.Subprotocols() {
+		for _, p := range subprotocols {
 			if hasToken(v, p) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// tcpHijacker hijacks to the TCP connection under listener's replayConn
+// once its replayed bytes are read (net/http reads them first), so that
+// nbio's upgrader moves the connection to its poller as on the fast path:
+// given any other connection type it would serve it in blocking mode, a
+// goroutine per connection, without the frame checks.
+type tcpHijacker struct{ http.ResponseWriter }
+
+func (w tcpHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, http.ErrNotSupported
+	}
+	c, brw, err := hj.Hijack()
+	if rc, ok := c.(*replayConn); ok && len(rc.pre) == 0 {
+		c = rc.Conn
+	}
+	return c, brw, err
 }
 
 // hijackWriter is the response writer nbio's upgrader gets on the fast
@@ -257,4 +276,19 @@ func (c *replayConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// refuse answers an upgrade that Handler.Admit refused on the listener's
+// path: 503 with the reason and the hint, then the connection is closed.
+func (l *listener) refuse(c net.Conn, ref Refusal) {
+	body := ref.Reason + "\n"
+	b := make([]byte, 0, 192+len(body))
+	b = append(b, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"...)
+	if ref.RetryAfter > 0 {
+		b = append(b, "Retry-After: "+retryAfter(ref.RetryAfter)+"\r\n"...)
+	}
+	b = append(b, "Content-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body...)
+	_ = c.SetWriteDeadline(time.Now().Add(l.s.cfg.HTTPWriteTimeout))
+	_, _ = c.Write(b)
+	_ = c.Close()
 }

@@ -1,4 +1,4 @@
-package hub
+package wsserve
 
 import (
 	"syscall"
@@ -8,15 +8,15 @@ import (
 
 // unsent returns the bytes in the socket's kernel send queue, or 0 when it
 // cannot tell.
-func (t *wsTransport) unsent() int {
-	n, _ := t.sendQueue()
+func (c *Conn) unsent() int {
+	n, _ := c.sendQueue()
 	return n
 }
 
 // sendQueue returns the bytes in the socket's kernel send queue and the
 // queue's current size (SO_SNDBUF), or 0, 0 when it cannot tell.
-func (t *wsTransport) sendQueue() (unsent, size int) {
-	sc, ok := t.conn.Conn.(syscall.Conn)
+func (c *Conn) sendQueue() (unsent, size int) {
+	sc, ok := c.ws.Conn.(syscall.Conn)
 	if !ok {
 		return 0, 0
 	}

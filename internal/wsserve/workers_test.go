@@ -1,4 +1,4 @@
-package hub
+package wsserve
 
 import (
 	"runtime"
@@ -17,7 +17,7 @@ func TestWorkers(t *testing.T) {
 		// a waiting worker: a wait on the waiting counter alone raced with
 		// the moment between its increment and the select.
 		synctest.Test(t, func(t *testing.T) {
-			w := newWorkers(time.Minute)
+			w := NewWorkers(time.Minute)
 			done := make(chan struct{})
 			for range 100 {
 				w.Go(func() { done <- struct{}{} })
@@ -31,7 +31,7 @@ func TestWorkers(t *testing.T) {
 		})
 	})
 	t.Run("Go never waits: tasks that block get workers of their own", func(t *testing.T) {
-		w := newWorkers(time.Minute)
+		w := NewWorkers(time.Minute)
 		release := make(chan struct{})
 		var running sync.WaitGroup
 		running.Add(50)
@@ -46,7 +46,7 @@ func TestWorkers(t *testing.T) {
 	})
 	t.Run("idle workers exit", func(t *testing.T) {
 		base := runtime.NumGoroutine()
-		w := newWorkers(20 * time.Millisecond)
+		w := NewWorkers(20 * time.Millisecond)
 		var wg sync.WaitGroup
 		wg.Add(10)
 		for range 10 {

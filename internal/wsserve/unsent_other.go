@@ -1,11 +1,11 @@
 //go:build !linux
 
-package hub
+package wsserve
 
 // unsent returns 0: only Linux tells how many bytes of a socket's send queue
 // the peer has not taken (SIOCOUTQ). Elsewhere room never waits, and a peer
 // that stops reading is found by the connection's write timeout alone.
-func (t *wsTransport) unsent() int { return 0 }
+func (c *Conn) unsent() int { return 0 }
 
 // sendQueue returns 0, 0: see unsent.
-func (t *wsTransport) sendQueue() (unsent, size int) { return 0, 0 }
+func (c *Conn) sendQueue() (unsent, size int) { return 0, 0 }

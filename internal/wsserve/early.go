@@ -1,0 +1,106 @@
+package wsserve
+
+import (
+	"sync"
+
+	nbws "github.com/lesismal/nbio/nbhttp/websocket"
+)
+
+// early holds what arrives on a connection before its session is set.
+// nbio's upgrader adds the connection to the poller and writes the 101
+// answer before it calls OnOpen, so a client that sends its Hello as
+// soon as it reads the 101 can have it read, parsed and handed to
+// OnMessage while OnOpen has not run yet (about 1 in 10,000 set-ups under a
+// dial storm). An entry lives from the first bytes read to the end of
+// OnOpen: it follows the frames (frameTrack) and holds the messages, which
+// OnOpen handles, in order, before it sets the session. Its methods are
+// safe for concurrent use.
+type early struct {
+	mu sync.Mutex
+	m  map[*nbws.Conn]*earlyConn
+}
+
+// earlyConn is what early holds for one connection.
+type earlyConn struct {
+	frames frameTrack
+	held   []heldMessage
+}
+
+// heldMessage is a message read before OnOpen (its payload copied: nbio
+// reuses the buffer after OnMessage returns).
+type heldMessage struct {
+	binary bool
+	data   []byte
+}
+
+// entry returns c's entry, made on first use; e.mu is held.
+func (e *early) entry(c *nbws.Conn) *earlyConn {
+	ec := e.m[c]
+	if ec == nil {
+		ec = new(earlyConn)
+		e.m[c] = ec
+	}
+	return ec
+}
+
+// feed follows data read from c, from the session's tracker when the
+// session is set and from an early one otherwise.
+func (e *early) feed(c *nbws.Conn, data []byte) (Session, frameVerdict) {
+	if s, ok := c.SessionWithLock().(Session); ok {
+		return s, s.Conn().frames.feed(data)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := c.SessionWithLock().(Session); ok { // set meanwhile
+		return s, s.Conn().frames.feed(data)
+	}
+	if v := e.entry(c).frames.feed(data); v != frameOK {
+		return nil, frameDead // reported by open
+	}
+	return nil, frameOK
+}
+
+// hold keeps a message of c read before its session was set, for open to
+// hand over. It returns the session instead when it was set meanwhile.
+func (e *early) hold(c *nbws.Conn, binary bool, data []byte) Session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := c.SessionWithLock().(Session); ok {
+		return s
+	}
+	ec := e.entry(c)
+	ec.held = append(ec.held, heldMessage{binary: binary, data: append([]byte(nil), data...)})
+	return nil
+}
+
+// open hands c over to its session s. While messages are held it returns
+// them, and the caller handles them and calls open again; when none are
+// left it moves c's early tracker to s.Conn(), sets c's session
+// and returns the violation the early bytes held, if any. A message that
+// arrives meanwhile is held (the session is not set yet), so the session
+// sees every message, in order, and one at a time.
+func (e *early) open(c *nbws.Conn, s Session) ([]heldMessage, frameVerdict) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ec := e.m[c]
+	if ec == nil {
+		c.SetSession(s)
+		return nil, frameOK
+	}
+	if held := ec.held; len(held) > 0 {
+		ec.held = nil
+		return held, frameOK
+	}
+	conn := s.Conn()
+	conn.frames = ec.frames
+	delete(e.m, c)
+	c.SetSession(s)
+	return nil, conn.frames.failed()
+}
+
+// forget drops c's early entry.
+func (e *early) forget(c *nbws.Conn) {
+	e.mu.Lock()
+	delete(e.m, c)
+	e.mu.Unlock()
+}
