@@ -7,7 +7,8 @@ import (
 )
 
 // allocsZone is rulesZone with the multivalue set of 8 health-checked
-// values of bench/dns/run.sh.
+// values of bench/dns/run.sh, checked.other.test (rulesZone ends with the
+// zone other.test).
 func allocsZone() string {
 	checks, values := checkedSet(lbNames...)
 	return "health:\n  checks:\n" + checks + rulesZone() +
@@ -33,7 +34,7 @@ func TestPerQueryAllocs(t *testing.T) {
 		tcp  bool
 	}{
 		{name: "static A of 2, EDNS", req: mkQuery("static.corral.test", dns.TypeA, edns)},
-		{name: "multivalue of 8 health-checked", req: mkQuery("checked.corral.test", dns.TypeA, edns)},
+		{name: "multivalue of 8 health-checked", req: mkQuery("checked.other.test", dns.TypeA, edns)},
 		{name: "multivalue of 10, no EDNS", req: mkQuery("multi.corral.test", dns.TypeA, nil)},
 		{name: "weighted", req: mkQuery("weighted.corral.test", dns.TypeA, nil)},
 		{name: "weighted-subset", req: mkQuery("subset.corral.test", dns.TypeA, nil)},

@@ -66,7 +66,7 @@ func TestBatchAllocs(t *testing.T) {
 	edns := func(m *dns.Msg) { m.SetEdns0(1232, false) }
 	reqs := [][]byte{
 		mkQuery("static.corral.test", dns.TypeA, edns),
-		mkQuery("checked.corral.test", dns.TypeA, edns),
+		mkQuery("checked.other.test", dns.TypeA, edns),
 		mkQuery("hop8-1.corral.test", dns.TypeA, nil),
 		mkQuery("nope.corral.test", dns.TypeA, nil),
 	}

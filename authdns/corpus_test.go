@@ -18,7 +18,7 @@ type seed struct {
 	b    []byte
 }
 
-// seedPackets are the seeds of FuzzHandle and FuzzParseDiff: every rule of
+// seedPackets are the seeds of FuzzHandle, FuzzParseDiff and FuzzFast: every rule of
 // the parser at its edge (names of 255 and 256 bytes, OPT and client
 // subnet variants, compression pointers, cut packets, lying counts).
 func seedPackets() []seed {
@@ -127,7 +127,7 @@ func seedPackets() []seed {
 // TestSeedCorpus checks that testdata/fuzz holds every seed of
 // seedPackets for each fuzz target; -write-corpus writes them.
 func TestSeedCorpus(t *testing.T) {
-	for _, target := range []string{"FuzzHandle", "FuzzParseDiff"} {
+	for _, target := range []string{"FuzzHandle", "FuzzParseDiff", "FuzzFast"} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		if *writeCorpus {
 			if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -107,15 +107,29 @@ func (w *worker) answerFrom(i int, reqs [][]byte, clients []netip.Addr, out []by
 	return i
 }
 
-// serve is handle without the recover.
+// serve is handle without the recover: the common query by fast, every
+// other packet by general.
 func (w *worker) serve(req []byte, client netip.Addr, tcp bool, out []byte) ([]byte, outcome) {
+	st := w.srv.state.Load()
+	if resp, ok := w.fast(st, req, client, tcp, out); ok {
+		if resp == nil {
+			return nil, outDrop
+		}
+		return resp, outAnswer
+	}
+	return w.general(st, req, client, tcp, out)
+}
+
+// general answers any packet: it parses it whole (parse), resolves the
+// question (chains, wildcards, additional addresses, transfers, errors)
+// and writes the answer with the builder.
+func (w *worker) general(st *state, req []byte, client netip.Addr, tcp bool, out []byte) ([]byte, outcome) {
 	q := &w.q
 	pr := parse(req, q, w.lower[:])
 	if pr == parseDrop {
 		w.st.dropped.Add(1)
 		return nil, outDrop
 	}
-	st := w.srv.state.Load()
 	if h := w.srv.queryHook; h != nil {
 		h(q.name)
 	}
@@ -189,7 +203,7 @@ func (w *worker) resolve(st *state, q *query, client netip.Addr, tcp bool) int {
 	}
 	var z *zone
 	var zoff int
-	n0 := st.zones.names[string(q.name)] // the node of an exact match, most queries
+	n0 := st.zones.names.get(q.name, st.zones.names.hash(q.name)) // the node of an exact match
 	if n0 != nil {
 		z, zoff = n0.zone, len(q.name)-len(n0.zone.origin)
 	} else {

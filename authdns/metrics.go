@@ -40,6 +40,33 @@ var sizeBounds = [...]float64{64, 128, 256, 512, 1024, 1232, 2048, 4096, 16384, 
 
 const nRcodes = 17
 
+// sizeBuckets[(n+15)/16] is the bucket of sizeBounds of a response of n
+// bytes up to the last bound that is a multiple of 16 (4096): n <= b holds
+// exactly when ceil(n/16) <= b/16 for such a bound b.
+var sizeBuckets = func() (t [4096/16 + 1]uint8) {
+	for i := range t {
+		b := 0
+		for b < len(sizeBounds) && float64(i*16) > sizeBounds[b] {
+			b++
+		}
+		t[i] = uint8(b)
+	}
+	return t
+}()
+
+// sizeBucket is the index in sizeBounds of the first bound at or above n
+// bytes, len(sizeBounds) for +Inf.
+func sizeBucket(n int) int {
+	if i := (n + 15) / 16; i < len(sizeBuckets) {
+		return int(sizeBuckets[i])
+	}
+	b := 0
+	for b < len(sizeBounds) && float64(n) > sizeBounds[b] {
+		b++
+	}
+	return b
+}
+
 // stats are the counters of one worker (a UDP socket, or every TCP
 // connection together). They are written with atomics by their worker
 // and summed by the collector.
@@ -76,11 +103,7 @@ func (s *stats) count(qtype uint16, rcode, policy, size int, tc bool) {
 	if policy > 0 {
 		s.policy[policy-1].Add(1)
 	}
-	b := 0
-	for b < len(sizeBounds) && float64(size) > sizeBounds[b] {
-		b++
-	}
-	s.size[b].Add(1)
+	s.size[sizeBucket(size)].Add(1)
 	s.sizeSum.Add(uint64(size))
 	if tc {
 		s.truncated.Add(1)

@@ -159,19 +159,24 @@ func parse(req []byte, q *query, lower []byte) parseResult {
 }
 
 // lowerWords lower-cases the ASCII letters of b, whose length is a
-// multiple of 8, eight bytes at a time: a byte becomes lower case when its
-// high bit is clear and its low seven bits are in 'A'..'Z'. The length
-// bytes of a wire name are below 64 and stay as they are.
+// multiple of 8, eight bytes at a time (lowerWord).
 func lowerWords(b []byte) {
-	const ones, high = 0x0101010101010101, 0x8080808080808080
 	for ; len(b) >= 8; b = b[8:] {
-		x := binary.LittleEndian.Uint64(b)
-		low := x &^ high
-		geA := low + (0x80-'A')*ones   // high bit set where low >= 'A'
-		gtZ := low + (0x80-'Z'-1)*ones // high bit set where low > 'Z'
-		upper := (geA &^ gtZ) &^ x & high
-		binary.LittleEndian.PutUint64(b, x|upper>>2) // 0x80>>2 is 'a'-'A'
+		binary.LittleEndian.PutUint64(b, lowerWord(binary.LittleEndian.Uint64(b)))
 	}
+}
+
+// lowerWord lower-cases the ASCII letters among the eight bytes of x: a
+// byte becomes lower case when its high bit is clear and its low seven
+// bits are in 'A'..'Z'. The length bytes of a wire name are below 64 and
+// stay as they are.
+func lowerWord(x uint64) uint64 {
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	low := x &^ high
+	geA := low + (0x80-'A')*ones   // high bit set where low >= 'A'
+	gtZ := low + (0x80-'Z'-1)*ones // high bit set where low > 'Z'
+	upper := (geA &^ gtZ) &^ x & high
+	return x | upper>>2 // 0x80>>2 is 'a'-'A'
 }
 
 // skipRR skips the record at off and returns where the next starts, its

@@ -3,6 +3,7 @@ package authdns
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"time"
@@ -51,11 +52,11 @@ type zoneSet struct {
 	// only one of that length (find compares it without the map).
 	lens [(maxName + 64) / 64]uint64
 	only [maxName + 1]*zone
-	// names maps the wire form of every name to its node in the zone
-	// that find gives for it: what find and then the zone's nodes give,
-	// in one lookup. A name that is not there is looked up the long way
+	// names finds the node of every name (wire form) in the zone that
+	// find gives for it: what find and then the zone's nodes give, in one
+	// lookup. A name that is not there is looked up the long way
 	// (wildcards, NXDOMAIN).
-	names map[string]*node
+	names nameTable
 	// sets lists every record set, for metrics of the policies.
 	sets int
 }
@@ -109,6 +110,11 @@ type rrset struct {
 	// the additional section (NS, MX, SRV), or -1 for a type without
 	// additional processing. Set by pack.
 	extra int
+	// fast is true when a query answered by this set directly (not
+	// through a wildcard or a chain) is answered by worker.fast: the set
+	// is neither a CNAME nor of a type with additional addresses. Set by
+	// pack.
+	fast bool
 	// src is the config path of the set ("zones[0].records[3]"), for
 	// errors found after its zone compiled.
 	src string
@@ -150,6 +156,7 @@ func (s *rrset) pack() {
 	if f, ok := targetField[s.rtype]; ok && s.rtype != typeCNAME && len(s.targets) > 0 {
 		s.extra = f
 	}
+	s.fast = s.rtype != typeCNAME && s.extra < 0
 }
 
 func (n *node) set(t uint16) *rrset {
@@ -211,14 +218,15 @@ func compile(cfg *Config, probe func(check string) answer.Probe) (*zoneSet, erro
 		}
 		zs.lens[l/64] |= 1 << (l % 64)
 	}
-	zs.names = make(map[string]*node)
+	var exact []*node
 	for _, z := range zs.zones {
-		for name, n := range z.nodes {
+		for _, n := range z.nodes {
 			if fz, _ := zs.find(n.name); fz == z {
-				zs.names[name] = n
+				exact = append(exact, n)
 			}
 		}
 	}
+	zs.names = newNameTable(exact, rand.Uint64())
 	if len(errs) == 0 {
 		errs = zs.checkCNAMELoops(origins)
 	}
