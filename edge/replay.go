@@ -699,9 +699,10 @@ type ReplayWaiter struct {
 func (w *ReplayWaiter) Ready() <-chan struct{} { return w.lead.done }
 
 // Answer waits until the leader is done or ctx ends, then answers
-// ReplayHit (Coalesced set) when the cache now covers the resume, or when
-// the leader found nothing to catch up (its Subscribed.position is the
-// resume's position); else ReplayMiss: go upstream unchanged. It blocks at
+// ReplayHit (Coalesced set) when the cache now covers the resume (whatever
+// became of the leader), or when the leader found nothing to catch up (its
+// Subscribed.position is the resume's position); else ReplayMiss: go
+// upstream unchanged. It blocks at
 // most until the coalescing timeout after the leader started; later calls
 // return the first answer.
 func (w *ReplayWaiter) Answer(ctx context.Context) ReplayAnswer {
@@ -714,18 +715,16 @@ func (w *ReplayWaiter) Answer(ctx context.Context) ReplayAnswer {
 			return
 		}
 		from := &corralv1.Position{Epoch: t.k.epoch, Offset: t.k.offset}
-		if t.ok {
-			if a := c.lookup(t.k.key, from, c.now().UnixNano()); a.Kind == ReplayHit {
-				a.Coalesced = true
-				c.coalesced.Add(1)
-				w.ans = a
-				return
-			}
-			if t.pos.Epoch == from.Epoch && t.pos.Offset == from.Offset {
-				c.coalesced.Add(1)
-				w.ans = ReplayAnswer{Kind: ReplayHit, Last: from, Coalesced: true}
-				return
-			}
+		if a := c.lookup(t.k.key, from, c.now().UnixNano()); a.Kind == ReplayHit {
+			a.Coalesced = true
+			c.coalesced.Add(1)
+			w.ans = a
+			return
+		}
+		if t.ok && t.pos.Epoch == from.Epoch && t.pos.Offset == from.Offset {
+			c.coalesced.Add(1)
+			w.ans = ReplayAnswer{Kind: ReplayHit, Last: from, Coalesced: true}
+			return
 		}
 		c.misses.Add(1)
 	})

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -10,13 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
 
-	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -221,6 +219,29 @@ func TestReplayExpiry(t *testing.T) {
 	}
 }
 
+// TestReplayExpiryOutOfOrder: a message that arrives after its successor
+// (a catch-up behind live messages) expires with it, not a window after
+// its own arrival.
+func TestReplayExpiryOutOfOrder(t *testing.T) {
+	clock := rpClock()
+	c := rpCache(t, ReplayConfig{Window: 30 * time.Second}, clock)
+	rpAdd(c, "ch", "e1", 5, 6)
+	clock.Advance(20 * time.Second)
+	rpAdd(c, "ch", "e1", 4)
+	clock.Advance(10*time.Second - time.Nanosecond)
+	if got := rpOffsets(t, c.Lookup(rpTenant, "ch", rpPos("e1", 3)), "e1"); !slices.Equal(got, rpRange(4, 6)) {
+		t.Fatalf("inside the window: %v, want 4..6", got)
+	}
+	clock.Advance(time.Nanosecond)
+	if a := c.Lookup(rpTenant, "ch", rpPos("e1", 3)); a.Kind != ReplayMiss {
+		t.Fatalf("5 and 6 expired, yet %v is covered", rpOffsets(t, a, "e1"))
+	}
+	c.Resume(rpTenant, "ch", rpPos("e1", 3)).Ticket.Fail() // sweeps
+	if s := c.Stats(); s.Messages != 0 || s.Expired != 3 {
+		t.Fatalf("stats %+v, want all 3 expired", s)
+	}
+}
+
 // TestReplayDuplicatesCountedOnce: the same message from many sessions is
 // stored once, and a message dropped from the cache is not taken again.
 func TestReplayDuplicatesCountedOnce(t *testing.T) {
@@ -265,13 +286,6 @@ func TestReplayCopies(t *testing.T) {
 	}
 }
 
-// rpResumer counts how the goroutines of a coalescing test were answered.
-type rpResumer struct {
-	mu    sync.Mutex
-	kinds map[string]int
-	offs  [][]uint64
-}
-
 func (r *rpResumer) run(t *testing.T, c *ReplayCache, ctx context.Context, from *corralv1.Position, wg *sync.WaitGroup) {
 	wg.Go(func() {
 		a := c.Resume(rpTenant, "ch", from)
@@ -289,175 +303,6 @@ func (r *rpResumer) run(t *testing.T, c *ReplayCache, ctx context.Context, from 
 		r.kinds[k]++
 		if a.Kind == ReplayHit {
 			r.offs = append(r.offs, rpOffsets(t, a, from.Epoch))
-		}
-	})
-}
-
-// TestReplayCoalescing: of N identical concurrent misses, one leads
-// upstream and the others wait for it, then are answered from the cache
-// (or go upstream themselves when the leader fails or times out).
-func TestReplayCoalescing(t *testing.T) {
-	const waiters = 50
-	for _, tc := range []struct {
-		name    string
-		release func(c *ReplayCache, tk *ReplayTicket)
-		want    map[string]int
-		stats   ReplayStats
-	}{
-		{name: "leader done: waiters answered from the cache",
-			release: func(c *ReplayCache, tk *ReplayTicket) {
-				rpAdd(c, "ch", "e1", rpRange(4, 9)...) // the leader's catch-up
-				tk.Done(rpPos("e1", 9))
-			},
-			want:  map[string]int{"hit+coalesced": waiters},
-			stats: ReplayStats{Misses: 2, Coalesced: waiters}},
-		{name: "leader done with nothing to catch up",
-			release: func(c *ReplayCache, tk *ReplayTicket) { tk.Done(rpPos("e1", 3)) },
-			want:    map[string]int{"hit+coalesced": waiters},
-			stats:   ReplayStats{Misses: 2, Coalesced: waiters}},
-		{name: "leader done but the catch-up has a hole",
-			release: func(c *ReplayCache, tk *ReplayTicket) {
-				rpAdd(c, "ch", "e1", 4, 5, 7, 8)
-				tk.Done(rpPos("e1", 8))
-			},
-			want:  map[string]int{"miss": waiters},
-			stats: ReplayStats{Misses: 2 + waiters}},
-		{name: "leader done in another epoch",
-			release: func(c *ReplayCache, tk *ReplayTicket) {
-				rpAdd(c, "ch", "e2", 1, 2)
-				tk.Done(rpPos("e2", 2))
-			},
-			want:  map[string]int{"miss": waiters},
-			stats: ReplayStats{Misses: 2 + waiters}},
-		{name: "leader fails: waiters go upstream",
-			release: func(c *ReplayCache, tk *ReplayTicket) { tk.Fail() },
-			want:    map[string]int{"miss": waiters},
-			stats:   ReplayStats{Misses: 2 + waiters}},
-		{name: "leader never releases: waiters go upstream at the timeout",
-			release: func(c *ReplayCache, tk *ReplayTicket) { time.Sleep(DefaultReplayCoalesceTimeout) },
-			want:    map[string]int{"miss": waiters},
-			stats:   ReplayStats{Misses: 2 + waiters}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				c := rpCache(t, ReplayConfig{}, nil) // time.Now: the bubble's clock
-				from := rpPos("e1", 3)
-				lead := c.Resume(rpTenant, "ch", from)
-				if lead.Kind != ReplayLead || lead.Ticket == nil {
-					t.Fatalf("first miss answered %v, want lead", lead.Kind)
-				}
-				r := &rpResumer{kinds: map[string]int{}}
-				var wg sync.WaitGroup
-				for range waiters {
-					r.run(t, c, t.Context(), from, &wg)
-				}
-				synctest.Wait() // every waiter blocks in Answer
-				if s := c.Stats(); s.Leads != 1 || s.Misses != 1 || s.Coalesced != 0 {
-					t.Fatalf("while waiting: %+v", s)
-				}
-				// (The stats below count one more miss: this lead.)
-				// A different resume of the channel does not wait for it.
-				if a := c.Resume(rpTenant, "ch", rpPos("e1", 2)); a.Kind != ReplayLead {
-					t.Fatalf("a resume from another offset answered %v, want its own lead", a.Kind)
-				} else {
-					a.Ticket.Fail()
-				}
-				tc.release(c, lead.Ticket)
-				wg.Wait()
-				if !rpSameCounts(r.kinds, tc.want) {
-					t.Fatalf("answers %v, want %v", r.kinds, tc.want)
-				}
-				for _, o := range r.offs {
-					if len(o) > 0 && !slices.Equal(o, rpRange(4, 9)) {
-						t.Fatalf("a waiter got %v, want 4..9", o)
-					}
-				}
-				s := c.Stats()
-				if s.Hits != tc.stats.Hits || s.Misses != tc.stats.Misses || s.Coalesced != tc.stats.Coalesced || s.Leads != 0 {
-					t.Fatalf("stats %+v, want hits %d misses %d coalesced %d, no lead", s, tc.stats.Hits, tc.stats.Misses, tc.stats.Coalesced)
-				}
-				// The lead is gone: the next miss leads again.
-				if a := c.Resume(rpTenant, "ch", rpPos("e1", 1)); a.Kind != ReplayLead {
-					t.Fatalf("after the lead: %v, want a new lead", a.Kind)
-				}
-			})
-		})
-	}
-}
-
-func rpSameCounts(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// TestReplayWaiterContext: a waiter whose context ends goes upstream at
-// once; the others keep waiting.
-func TestReplayWaiterContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := rpCache(t, ReplayConfig{}, nil)
-		from := rpPos("e1", 0)
-		lead := c.Resume(rpTenant, "ch", from)
-		w1, w2 := c.Resume(rpTenant, "ch", from), c.Resume(rpTenant, "ch", from)
-		if w1.Kind != ReplayWait || w2.Kind != ReplayWait {
-			t.Fatalf("%v %v, want two waits", w1.Kind, w2.Kind)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		if a := w1.Wait.Answer(ctx); a.Kind != ReplayMiss {
-			t.Fatalf("a cancelled waiter answered %v", a.Kind)
-		}
-		select {
-		case <-w2.Wait.Ready():
-			t.Fatal("Ready before the leader is done")
-		default:
-		}
-		rpAdd(c, "ch", "e1", 1, 2)
-		lead.Ticket.Done(rpPos("e1", 2))
-		<-w2.Wait.Ready()
-		if got := rpOffsets(t, w2.Wait.Answer(context.Background()), "e1"); !slices.Equal(got, []uint64{1, 2}) {
-			t.Fatalf("second waiter: %v", got)
-		}
-		if again := w2.Wait.Answer(context.Background()); again.Kind != ReplayHit || c.Stats().Coalesced != 1 {
-			t.Fatalf("a second Answer changed the answer or the count: %v %+v", again.Kind, c.Stats())
-		}
-		if s := c.Stats(); s.Misses != 2 || s.Coalesced != 1 {
-			t.Fatalf("stats %+v, want 2 misses (leader, cancelled) and 1 coalesced", s)
-		}
-		// ResumeWait does the same in one call; a hit comes at once.
-		if a := c.ResumeWait(t.Context(), rpTenant, "ch", from); a.Kind != ReplayHit || a.Coalesced {
-			t.Fatalf("ResumeWait of a covered resume: %v", a.Kind)
-		}
-	})
-}
-
-// TestReplayTicketRelease: releasing twice, Fail after Done and a nil
-// ticket are harmless; the first release decides.
-func TestReplayTicketRelease(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := rpCache(t, ReplayConfig{}, nil)
-		from := rpPos("e1", 0)
-		lead := c.Resume(rpTenant, "ch", from)
-		w := c.Resume(rpTenant, "ch", from)
-		rpAdd(c, "ch", "e1", 1)
-		lead.Ticket.Done(rpPos("e1", 1))
-		lead.Ticket.Fail()
-		lead.Ticket.Done(nil)
-		var nilTicket *ReplayTicket
-		nilTicket.Done(from)
-		nilTicket.Fail()
-		if a := w.Wait.Answer(t.Context()); a.Kind != ReplayHit {
-			t.Fatalf("Fail after Done undid the Done: %v", a.Kind)
-		}
-		time.Sleep(2 * DefaultReplayCoalesceTimeout) // the stopped timer does nothing
-		if s := c.Stats(); s.Leads != 0 || s.Misses != 1 || s.Coalesced != 1 {
-			t.Fatalf("stats %+v", s)
 		}
 	})
 }
@@ -603,6 +448,11 @@ func TestReplayRace(t *testing.T) {
 					a = a.Wait.Answer(ctx)
 				}
 				if a.Kind == ReplayHit {
+					for _, m := range a.Messages { // shared: sessions encode them at once
+						if _, err := proto.Marshal(m); err != nil {
+							t.Error(err)
+						}
+					}
 					offs := rpOffsets(t, a, from.Epoch)
 					for j, o := range offs {
 						if o != from.Offset+uint64(j)+1 {
@@ -737,63 +587,5 @@ corral_edge_replay_max_bytes 6.7108864e+07
 	}
 	if _, err := NewReplayCache(ReplayConfig{}, ReplayOptions{Registerer: reg}); err == nil || !strings.HasPrefix(err.Error(), "edge: ") {
 		t.Fatalf("second registration: %v", err)
-	}
-}
-
-// TestReplayConfig: defaults, and the errors name the key.
-func TestReplayConfig(t *testing.T) {
-	d := DefaultReplayConfig()
-	if d.Window != 30*time.Second || d.MaxBytes != 64<<20 || !slices.Equal(d.Priorities, []string{"P0"}) ||
-		d.CoalesceTimeout != 3*time.Second || d.Disabled {
-		t.Fatalf("defaults %+v", d)
-	}
-	if err := (ReplayConfig{}).Validate(); err != nil {
-		t.Fatalf("zero config: %v", err)
-	}
-	for _, tc := range []struct {
-		cfg  ReplayConfig
-		path string
-	}{
-		{ReplayConfig{Window: -time.Second}, "window"},
-		{ReplayConfig{CoalesceTimeout: -1}, "coalesce_timeout"},
-		{ReplayConfig{MaxBytes: -1}, "max_bytes"},
-		{ReplayConfig{MaxBytes: 1000}, "max_bytes"},
-		{ReplayConfig{Priorities: []string{"P0", "urgent"}}, "priorities[1]"},
-	} {
-		err := tc.cfg.Validate()
-		var fe *config.FieldError
-		if !errors.As(err, &fe) || fe.Path != tc.path || !strings.HasPrefix(fe.Err.Error(), "edge: ") {
-			t.Errorf("%+v: %v, want an edge error at %s", tc.cfg, err, tc.path)
-		}
-		if _, err := NewReplayCache(tc.cfg, ReplayOptions{}); err == nil {
-			t.Errorf("NewReplayCache accepted %+v", tc.cfg)
-		}
-	}
-}
-
-// TestReplayConfigYAML: the keys as a file writes them; an empty list of
-// priorities stays empty (keep nothing), an absent one becomes [P0].
-func TestReplayConfigYAML(t *testing.T) {
-	for _, tc := range []struct {
-		yaml  string
-		prios []string
-	}{
-		{"window: 10s\nmax_bytes: 1048576\ncoalesce_timeout: 1s\npriorities: [P0, p1]\n", []string{"P0", "p1"}},
-		{"priorities: []\n", []string{}},
-		{"window: 10s\n", []string{"P0"}},
-	} {
-		var cfg ReplayConfig
-		if err := config.Decode("replay.yaml", []byte(tc.yaml), &cfg, config.Options{}); err != nil {
-			t.Fatalf("%q: %v", tc.yaml, err)
-		}
-		cfg = cfg.WithDefaults()
-		if !slices.Equal(cfg.Priorities, tc.prios) || (cfg.Priorities == nil) != (tc.prios == nil) {
-			t.Errorf("%q: priorities %#v, want %#v", tc.yaml, cfg.Priorities, tc.prios)
-		}
-	}
-	var cfg ReplayConfig
-	err := config.Decode("replay.yaml", []byte("priorities: [P0, urgent]\n"), &cfg, config.Options{})
-	if err == nil || !strings.Contains(err.Error(), "replay.yaml:1:") || !strings.Contains(err.Error(), `priorities[1]: edge: unknown priority "urgent"`) {
-		t.Fatalf("bad priority: %v", err)
 	}
 }
