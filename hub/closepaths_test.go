@@ -96,10 +96,16 @@ func (p *peerState) saw(f *corralv1.ServerFrame) {
 	}
 }
 
+// end records how the session ended; the first end counts.
 func (p *peerState) end(closed wire.CloseCode, err error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+		return
+	default:
+	}
 	p.closed, p.err = closed, err
-	p.mu.Unlock()
 	close(p.done)
 }
 
@@ -255,6 +261,58 @@ func (p *grpcPeer) read() {
 	}
 }
 
+// relayPeer is one session (tag 1) on a Relay stream of its own; the
+// close it observes is its RelayClose, or the stream's status when the
+// stream ends first.
+type relayPeer struct {
+	*peerState
+	stream corralv1.Corral_RelayClient
+	smu    sync.Mutex
+}
+
+func dialRelayPeer(t *testing.T, th *testHub) *relayPeer {
+	stream, _ := openRelay(t, th, "Bearer "+testRelayKey)
+	p := &relayPeer{peerState: newPeerState(), stream: stream}
+	p.sendRelay(&corralv1.RelayFrame{Session: 1, Frame: &corralv1.RelayFrame_Open{Open: &corralv1.RelayOpen{Transport: "grpc"}}})
+	go p.read()
+	return p
+}
+
+func (p *relayPeer) sendRelay(f *corralv1.RelayFrame) {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	_ = p.stream.Send(f)
+}
+
+func (p *relayPeer) send(f *corralv1.ClientFrame) {
+	p.sendRelay(&corralv1.RelayFrame{Session: 1, Frame: &corralv1.RelayFrame_Client{Client: f}})
+}
+
+func (p *relayPeer) sendRaw(byte, []byte) { panic("relayPeer: no raw WebSocket messages") }
+
+func (p *relayPeer) read() {
+	for {
+		p.wait()
+		f, err := p.stream.Recv()
+		if errors.Is(err, io.EOF) {
+			p.end(wire.CloseNormal, nil)
+			return
+		}
+		if err != nil {
+			p.end(wire.CloseFromStatus(err).Code, nil)
+			return
+		}
+		switch {
+		case f.GetSession() != 1:
+		case f.GetClose() != nil:
+			p.end(wire.CloseFromRelay(f.GetClose()).Code, nil)
+			return
+		case f.GetServer() != nil:
+			p.saw(f.GetServer())
+		}
+	}
+}
+
 func hello(tok string, prio corralv1.Priority, subs ...string) *corralv1.ClientFrame {
 	h := &corralv1.Hello{Token: tok, Priority: prio}
 	for _, s := range subs {
@@ -314,10 +372,10 @@ func publishUntil(t *testing.T, th *testHub, channel string, prio wire.Priority,
 }
 
 // TestClosePaths drives every close path of the close-code table in
-// wire/README.md, over WebSocket and gRPC where the path exists on both,
-// and checks that the code the client observes (the close frame, or the
-// gRPC status) is the table's, and so is the code of the Error or GoAway
-// that announced it.
+// wire/README.md, over WebSocket, gRPC and a Relay stream where the path
+// exists on each, and checks that the code the client observes (the close
+// frame, the gRPC status, the RelayClose) is the table's, and so is the
+// code of the Error or GoAway that announced it.
 func TestClosePaths(t *testing.T) {
 	tok := token(t, tokenOpts{prio: 0})
 	forced := &forcedStage{retry: 2 * time.Second}
@@ -331,7 +389,7 @@ func TestClosePaths(t *testing.T) {
 		repeat     int // runs of a path that fails only sometimes when broken
 	}{
 		{
-			name: "the client ends the session", want: wire.CloseNormal, transports: []string{"ws", "grpc"},
+			name: "the client ends the session", want: wire.CloseNormal, transports: []string{"ws", "grpc", "relay"},
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(hello(tok, 0))
 				testkit.WaitFor(t, 10*time.Second, "welcome", func() bool { return p.frames() >= 1 })
@@ -340,11 +398,16 @@ func TestClosePaths(t *testing.T) {
 					p.sendRaw(8, binary.BigEndian.AppendUint16(nil, uint16(wire.CloseNormal)))
 				case *grpcPeer:
 					_ = p.stream.CloseSend()
+				case *relayPeer:
+					// The edge's RelayClose: the hub answers nothing.
+					p.sendRelay(&corralv1.RelayFrame{Session: 1, Frame: &corralv1.RelayFrame_Close{Close: wire.Close{Code: wire.CloseNormal}.RelayClose()}})
+					testkit.WaitFor(t, 10*time.Second, "the session torn down", func() bool { return th.Sessions() == 0 })
+					p.end(wire.CloseNormal, nil)
 				}
 			},
 		},
 		{
-			name: "drain", want: wire.CloseGoingAway, transports: []string{"ws", "grpc"},
+			name: "drain", want: wire.CloseGoingAway, transports: []string{"ws", "grpc", "relay"},
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(hello(tok, 0))
 				testkit.WaitFor(t, 10*time.Second, "welcome", func() bool { return p.frames() >= 1 })
@@ -352,7 +415,7 @@ func TestClosePaths(t *testing.T) {
 			},
 		},
 		{
-			name: "shedding severs a P2 session", want: wire.CloseGoingAway, transports: []string{"ws", "grpc"},
+			name: "shedding severs a P2 session", want: wire.CloseGoingAway, transports: []string{"ws", "grpc", "relay"},
 			mod: func(_ *Config, o *Options) { o.Overload = forced },
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				forced.set(limit.StageNormal)
@@ -366,7 +429,7 @@ func TestClosePaths(t *testing.T) {
 			drive: func(t *testing.T, th *testHub, p closePeer) { p.sendRaw(2, []byte{0xff, 0xff, 0xff}) },
 		},
 		{
-			name: "empty frame", want: wire.CloseProtocolError, transports: []string{"ws", "grpc"},
+			name: "empty frame", want: wire.CloseProtocolError, transports: []string{"ws", "grpc", "relay"},
 			drive: func(t *testing.T, th *testHub, p closePeer) { p.send(&corralv1.ClientFrame{Id: 3}) },
 		},
 		{
@@ -374,19 +437,19 @@ func TestClosePaths(t *testing.T) {
 			drive: func(t *testing.T, th *testHub, p closePeer) { p.sendRaw(1, []byte{'{', 0xff, '}'}) },
 		},
 		{
-			name: "forged token", want: wire.ClosePolicyViolation, transports: []string{"ws", "grpc"},
+			name: "forged token", want: wire.ClosePolicyViolation, transports: []string{"ws", "grpc", "relay"},
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(hello(token(t, tokenOpts{secret: "another-secret-0123456789"}), 0))
 			},
 		},
 		{
-			name: "priority above the token's", want: wire.ClosePolicyViolation, transports: []string{"ws", "grpc"},
+			name: "priority above the token's", want: wire.ClosePolicyViolation, transports: []string{"ws", "grpc", "relay"},
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(hello(token(t, tokenOpts{prio: 2}), corralv1.Priority_PRIORITY_P0))
 			},
 		},
 		{
-			name: "frame above the size limit", want: wire.CloseTooBig, transports: []string{"ws", "grpc"},
+			name: "frame above the size limit", want: wire.CloseTooBig, transports: []string{"ws", "grpc", "relay"},
 			mod: func(c *Config, _ *Options) { c.Wire.MaxFrameBytes = 4096 },
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(hello(tok, 0))
@@ -394,7 +457,7 @@ func TestClosePaths(t *testing.T) {
 			},
 		},
 		{
-			name: "history unavailable for a resume in hello", want: wire.CloseInternal, transports: []string{"ws", "grpc"},
+			name: "history unavailable for a resume in hello", want: wire.CloseInternal, transports: []string{"ws", "grpc", "relay"},
 			// A long window: the sweep, which reads the store, does not
 			// run while the test swaps it.
 			mod: func(c *Config, _ *Options) { c.History.Window = 10 * time.Minute },
@@ -408,7 +471,7 @@ func TestClosePaths(t *testing.T) {
 			},
 		},
 		{
-			name: "admission refused", want: wire.CloseTryAgainLater, transports: []string{"ws", "grpc"},
+			name: "admission refused", want: wire.CloseTryAgainLater, transports: []string{"ws", "grpc", "relay"},
 			mod: func(_ *Config, o *Options) { o.Overload = forced },
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				forced.set(limit.StageRejectP2)
@@ -416,7 +479,7 @@ func TestClosePaths(t *testing.T) {
 			},
 		},
 		{
-			name: "slow consumer: a P0 message finds the queue full", want: wire.CloseSlowConsumer, transports: []string{"ws", "grpc"},
+			name: "slow consumer: a P0 message finds the queue full", want: wire.CloseSlowConsumer, transports: []string{"ws", "grpc", "relay"},
 			mod: func(c *Config, _ *Options) { c.Session.OutboundBytes = 64 << 10 },
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				stalledFirehose(t, th, p, tok)
@@ -425,7 +488,7 @@ func TestClosePaths(t *testing.T) {
 			},
 		},
 		{
-			name: "slow consumer: a stalled reader of P2 only", want: wire.CloseSlowConsumer, transports: []string{"ws", "grpc"},
+			name: "slow consumer: a stalled reader of P2 only", want: wire.CloseSlowConsumer, transports: []string{"ws", "grpc", "relay"},
 			mod: func(c *Config, _ *Options) {
 				c.Session.OutboundBytes = 64 << 10
 				c.Session.WriteTimeout = 300 * time.Millisecond
@@ -437,7 +500,7 @@ func TestClosePaths(t *testing.T) {
 			},
 		},
 		{
-			name: "slow consumer: a stalled reader, the queue never full", want: wire.CloseSlowConsumer, transports: []string{"ws", "grpc"},
+			name: "slow consumer: a stalled reader, the queue never full", want: wire.CloseSlowConsumer, transports: []string{"ws", "grpc", "relay"},
 			mod: func(c *Config, _ *Options) {
 				c.Session.OutboundBytes = 1 << 30
 				c.Session.WriteTimeout = 300 * time.Millisecond
@@ -455,7 +518,7 @@ func TestClosePaths(t *testing.T) {
 			},
 		},
 		{
-			name: "too many channels in hello", want: wire.CloseSubscriptionLimit, transports: []string{"ws", "grpc"},
+			name: "too many channels in hello", want: wire.CloseSubscriptionLimit, transports: []string{"ws", "grpc", "relay"},
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				subs := make([]string, 257)
 				for i := range subs {
@@ -465,7 +528,7 @@ func TestClosePaths(t *testing.T) {
 			},
 		},
 		{
-			name: "frames above the rate, the client still sending", want: wire.CloseRateLimited, transports: []string{"ws", "grpc"}, repeat: 8,
+			name: "frames above the rate, the client still sending", want: wire.CloseRateLimited, transports: []string{"ws", "grpc", "relay"}, repeat: 8,
 			mod: func(c *Config, _ *Options) { c.Session.FrameRate, c.Session.FrameBurst = 1, 20 },
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(hello(tok, 0))
@@ -480,18 +543,18 @@ func TestClosePaths(t *testing.T) {
 			},
 		},
 		{
-			name: "no hello", want: wire.CloseHandshakeTimeout, transports: []string{"ws", "grpc"},
+			name: "no hello", want: wire.CloseHandshakeTimeout, transports: []string{"ws", "grpc", "relay"},
 			mod:   func(c *Config, _ *Options) { c.Session.HandshakeTimeout = 300 * time.Millisecond },
 			drive: func(t *testing.T, th *testHub, p closePeer) {},
 		},
 		{
-			name: "subscribe before hello", want: wire.CloseBadRequest, transports: []string{"ws", "grpc"},
+			name: "subscribe before hello", want: wire.CloseBadRequest, transports: []string{"ws", "grpc", "relay"},
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(&corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: "a"}}})
 			},
 		},
 		{
-			name: "second hello", want: wire.CloseBadRequest, transports: []string{"ws", "grpc"},
+			name: "second hello", want: wire.CloseBadRequest, transports: []string{"ws", "grpc", "relay"},
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(hello(tok, 0))
 				p.send(hello(tok, 0))
@@ -525,8 +588,10 @@ func TestClosePaths(t *testing.T) {
 							proto = wire.SubprotocolProto
 						}
 						p = dialWSPeer(t, th, proto)
-					} else {
+					} else if tr == "grpc" {
 						p = dialGRPCPeer(t, th)
+					} else {
+						p = dialRelayPeer(t, th)
 					}
 					tc.drive(t, th, p)
 					closed, said, err := p.result(t)

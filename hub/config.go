@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -54,6 +55,55 @@ type Config struct {
 	// Connections bounds idle, half-open and closing connections on every
 	// listener (connconfig.go).
 	Connections ConnectionConfig `yaml:"connections"`
+	// Relay lets edges carry device sessions to this hub over
+	// Corral.Relay (relay.go). The zero value refuses every Relay stream.
+	Relay RelayConfig `yaml:"relay"`
+}
+
+// RelayConfig lists the keys an edge may open Corral.Relay streams with.
+// The zero value lists none: the hub refuses Relay (PermissionDenied).
+type RelayConfig struct {
+	// Keys authenticate edges: a Relay stream carries one of them in its
+	// "authorization" metadata ("Bearer <key>").
+	Keys []RelayKeyConfig `yaml:"keys"`
+}
+
+// RelayKeyConfig is one relay key.
+type RelayKeyConfig struct {
+	// Name labels the key in logs.
+	Name string `yaml:"name"`
+	// Key is the secret, at least 16 bytes. Prefer KeyEnv.
+	Key string `yaml:"key"`
+	// KeyEnv names an environment variable holding the key.
+	KeyEnv string `yaml:"key_env"`
+}
+
+// secret returns the key of k, read from the environment for KeyEnv.
+func (k RelayKeyConfig) secret() (string, error) {
+	s := k.Key
+	if k.KeyEnv != "" {
+		if s != "" {
+			return "", config.Errorf("key_env", "hub: set key or key_env, not both")
+		}
+		s = os.Getenv(k.KeyEnv)
+		if s == "" {
+			return "", config.Errorf("key_env", "hub: environment variable %s is empty", k.KeyEnv)
+		}
+	}
+	if len(s) < 16 {
+		return "", config.Errorf("key", "hub: relay key must be at least 16 bytes")
+	}
+	return s, nil
+}
+
+// Validate checks every key (it reads the environment variables named).
+func (c RelayConfig) Validate() error {
+	for i, k := range c.Keys {
+		if _, err := k.secret(); err != nil {
+			return config.Field(fmt.Sprintf("keys[%d]", i), err)
+		}
+	}
+	return nil
 }
 
 // AdminConfig is the admin listener's part of the configuration.
@@ -242,6 +292,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Connections.Validate(); err != nil {
 		return err
+	}
+	if err := c.Relay.Validate(); err != nil {
+		return config.Field("relay", err)
 	}
 	s := c.Session
 	for _, d := range []struct {

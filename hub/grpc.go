@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -28,8 +29,12 @@ type grpcService struct {
 func (h *Hub) newGRPCServer() *grpc.Server {
 	c := h.conns
 	s := grpc.NewServer(
-		grpc.MaxRecvMsgSize(h.codecCheck.Config().MaxFrameBytes),
-		grpc.MaxSendMsgSize(h.codecCheck.Config().MaxFrameBytes),
+		// Room for a frame of max_frame_bytes in a RelayFrame, and on
+		// receipt for one up to twice that, which closes its own session
+		// (1009) rather than the whole Relay stream: Connect and Relay
+		// hold the frames themselves to max_frame_bytes.
+		grpc.MaxRecvMsgSize(relayRecvLimit(h.codecCheck.Config().MaxFrameBytes)),
+		grpc.MaxSendMsgSize(h.codecCheck.Config().MaxFrameBytes+relayFrameOverhead),
 		// Every connection is bounded: a silent TCP connection by the
 		// handshake timeout, one with no stream (a bare HTTP/2 preface
 		// included) by MaxConnectionIdle, a vanished peer by the
@@ -142,6 +147,10 @@ func (g *grpcService) Connect(stream corralv1.Corral_ConnectServer) error {
 			}
 			if f.GetFrame() == nil {
 				s.close(wire.Close{Code: wire.CloseProtocolError, Text: "empty frame"}, true)
+				return
+			}
+			if proto.Size(f) > h.codecCheck.Config().MaxFrameBytes {
+				s.close(wire.Close{Code: wire.CloseTooBig, Text: "frame too big"}, true)
 				return
 			}
 			s.handle(ctx, f)

@@ -18,8 +18,9 @@ import (
 )
 
 const (
-	testSecret = "test-secret-0123456789"
-	testAPIKey = "test-api-key-0123456789"
+	testSecret   = "test-secret-0123456789"
+	testAPIKey   = "test-api-key-0123456789"
+	testRelayKey = "test-relay-key-0123456789"
 )
 
 type testHub struct {
@@ -45,6 +46,7 @@ func startHubSet(t *testing.T, mod func(*Config, *Options), set func(*Hub)) *tes
 		Keys:    []auth.KeyConfig{{Algorithm: "HS256", Secret: testSecret}},
 		APIKeys: []auth.APIKeyConfig{{Name: "test", Key: testAPIKey, Tenants: []string{"*"}}},
 	}
+	cfg.Relay.Keys = []RelayKeyConfig{{Name: "test-edge", Key: testRelayKey}}
 	cfg.Drain.Deadline = 5 * time.Second
 	cfg.Session.PublishRate, cfg.Session.PublishBurst = 10000, 10000
 	reg := prometheus.NewRegistry()

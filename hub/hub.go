@@ -110,6 +110,8 @@ type Hub struct {
 
 	grants grants
 
+	relay relays // Corral.Relay: keys and open streams (relay.go)
+
 	workers *wsserve.Workers // message handlers, writers and handshakes
 }
 
@@ -138,6 +140,9 @@ func New(cfg Config, opts Options) (*Hub, error) {
 		overload: opts.Overload, health: newHealthServer(),
 	}
 	h.conns = cfg.Connections.withDefaults(h.sess.HandshakeTimeout)
+	if err := h.relay.init(cfg.Relay); err != nil {
+		return nil, err
+	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -303,6 +308,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	h.ready.Store(false)
 	h.health.Shutdown() // NOT_SERVING for good
 	h.closeListeners()
+	h.relay.closeWhenEmpty(h)
 	h.stopSessions()
 	cancelCtx, c := context.WithTimeout(context.Background(), time.Second)
 	defer c()
@@ -490,7 +496,9 @@ func (h *Hub) closeListeners() {
 }
 
 // Shutdown drains the hub: it stops accepting sessions, sends every
-// session a GoAway with a jittered retry hint and a close frame, at
+// session (relayed ones included: GoAway, then RelayClose; each Relay
+// stream ends once its sessions are gone) a GoAway with a jittered retry
+// hint and a close frame, at
 // drain.rate per second or faster when that rate cannot reach them all
 // within drain.deadline (drain.go), waits until they are gone or the
 // deadline (or ctx) passes, then stops Run. No session is cut without its
@@ -502,6 +510,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	}
 	h.syncHealth() // NOT_SERVING: draining
 	h.closeListeners()
+	h.relay.closeWhenEmpty(h) // a Relay stream ends once its sessions are drained
 	dctx, cancel := context.WithTimeout(ctx, h.drainCfg.Deadline)
 	defer cancel()
 	h.drain(dctx)

@@ -28,18 +28,23 @@ type metrics struct {
 	channels       prometheus.Gauge
 	historyErrors  prometheus.Counter
 	shed           *prometheus.CounterVec // action, priority
+	relayStreams   prometheus.Gauge
+	relaySessions  *prometheus.GaugeVec // device
 }
 
 // The label values of the hub's series.
 var (
-	labelTransports = []string{"ws", "grpc"}
+	labelTransports = []string{"ws", "grpc", "relay"}
+	// labelRelayDevices: how the device reached the edge (RelayOpen.transport).
+	labelRelayDevices = []string{"ws", "grpc", "other"}
 	// labelAuthReasons: the token reasons of hub/auth, a claimed priority
-	// above the token's, and the API key reasons (unknown or missing key;
-	// a valid key used for a tenant it does not serve).
+	// above the token's, the API key reasons (unknown or missing key; a
+	// valid key used for a tenant it does not serve), and a Relay stream
+	// without a valid relay key.
 	labelAuthReasons = []string{
 		string(auth.ReasonMissing), string(auth.ReasonMalformed), string(auth.ReasonForged),
 		string(auth.ReasonExpired), string(auth.ReasonNoExpiry), string(auth.ReasonInvalid),
-		"priority", "api_key", string(auth.ReasonTenant),
+		"priority", "api_key", string(auth.ReasonTenant), "relay_key",
 	}
 	labelFrameTypes  = []string{"hello", "subscribe", "unsubscribe", "publish", "ack", "ping", "pong"}
 	labelDropped     = []string{"p1", "p2"} // P0 is never dropped: the session closes with 4000
@@ -73,13 +78,13 @@ func closeCodeLabel(c wire.CloseCode) string {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "corral_hub_sessions",
-			Help: "Open sessions (after Welcome), by transport (ws, grpc)."}, []string{"transport"}),
+			Help: "Open sessions (after Welcome), by transport (ws, grpc, relay)."}, []string{"transport"}),
 		sessionsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_sessions_opened_total",
-			Help: "Connections accepted (before Hello), by transport (ws, grpc)."}, []string{"transport"}),
+			Help: "Connections accepted (before Hello), by transport (ws, grpc, relay: a RelayOpen)."}, []string{"transport"}),
 		closes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_session_closes_total",
 			Help: "Sessions closed by the hub or the peer, by code (a close code of wire's table, or other)."}, []string{"code"}),
 		authRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_auth_rejected_total",
-			Help: "Session tokens and API keys rejected, by reason (tokens: missing, malformed, forged, expired, no_expiry, invalid, priority; API keys: api_key for a missing or unknown key, tenant for a valid key used for another tenant)."}, []string{"reason"}),
+			Help: "Session tokens and API keys rejected, by reason (tokens: missing, malformed, forged, expired, no_expiry, invalid, priority; API keys: api_key for a missing or unknown key, tenant for a valid key used for another tenant; relay_key for a Relay stream without a valid relay key)."}, []string{"reason"}),
 		framesIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_frames_received_total",
 			Help: "Client frames received, by type (hello, subscribe, unsubscribe, publish, ack, ping, pong)."}, []string{"type"}),
 		delivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_hub_messages_delivered_total",
@@ -98,6 +103,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Channels with at least one subscriber on this hub."}),
 		historyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_hub_history_errors_total",
 			Help: "History store errors (append or read)."}),
+		relayStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_hub_relay_streams",
+			Help: "Open Corral.Relay streams (authenticated edges' streams)."}),
+		relaySessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "corral_hub_relay_sessions",
+			Help: "Sessions open on Relay streams (RelayOpen to teardown, before Hello included), by device (how the device reached the edge: ws, grpc, other)."}, []string{"device"}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_shed_total",
 			Help: "Sessions and publishes turned away, by action (reject: a new session, sever: an open session, drain: a session sent away by a drain, reject_publish: a publish with no slot) and priority (p0, p1, p2)."}, []string{"action", "priority"}),
 	}
@@ -109,6 +118,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.closes.WithLabelValues(closeCodeLabel(c))
 	}
 	m.closes.WithLabelValues(labelOtherCode)
+	for _, d := range labelRelayDevices {
+		m.relaySessions.WithLabelValues(d)
+	}
 	zero(m.authRejected, labelAuthReasons)
 	zero(m.framesIn, labelFrameTypes)
 	zero(m.dropped, labelDropped)
@@ -122,7 +134,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsOpened, m.closes, m.authRejected, m.framesIn, m.delivered,
-			m.dropped, m.published, m.resumes, m.resumeSource, m.backfills, m.channels, m.historyErrors, m.shed)
+			m.dropped, m.published, m.resumes, m.resumeSource, m.backfills, m.channels, m.historyErrors, m.shed,
+			m.relayStreams, m.relaySessions)
 	}
 	return m
 }

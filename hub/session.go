@@ -228,7 +228,8 @@ func take(tokens *float32) bool {
 }
 
 // tick runs the session's timers at now: the handshake timeout before
-// Hello, then the pings. The hub calls it for every session a few times a
+// Hello, then the pings (not for a relayed session: the edge owns the
+// device's liveness). The hub calls it for every session a few times a
 // second (one ticker for all sessions instead of timers per session).
 func (s *session) tick(now time.Time) {
 	sc := s.h.sess
@@ -237,6 +238,9 @@ func (s *session) tick(now time.Time) {
 			s.close(wire.Close{Code: wire.CloseHandshakeTimeout, Text: "no hello within " + sc.HandshakeTimeout.String()}, true)
 		}
 		return
+	}
+	if _, ok := s.tr.(livenessByTheEdge); ok {
+		return // a relayed session: the edge pings the device
 	}
 	if now.Sub(time.Unix(0, s.lastRecv.Load())) > 2*sc.PingInterval {
 		s.close(wire.Close{Code: wire.CloseGoingAway, Text: "no frame for two ping intervals"}, true)

@@ -66,3 +66,25 @@ func ceilMs(d time.Duration) int64 {
 	}
 	return ms
 }
+
+// RelayClose returns the RelayClose that carries c over Corral.Relay: its
+// code, its text as reason and its retry hint in milliseconds (rounded up,
+// as in the Error and GoAway frames).
+func (c Close) RelayClose() *corralv1.RelayClose {
+	return &corralv1.RelayClose{Code: uint32(c.Code), Reason: c.Text, RetryAfterMs: retryMs(c.RetryAfter)}
+}
+
+// CloseFromRelay reads the Close a RelayClose carries, the inverse of
+// Close.RelayClose. A code of 0 (the field unset) reads as CloseNormal, a
+// code outside 1000-4999 as CloseInternal.
+func CloseFromRelay(rc *corralv1.RelayClose) Close {
+	code := rc.GetCode()
+	c := Close{Code: CloseCode(code), Text: rc.GetReason(), RetryAfter: time.Duration(rc.GetRetryAfterMs()) * time.Millisecond}
+	switch {
+	case code == 0:
+		c.Code = CloseNormal
+	case code < 1000 || code > 4999:
+		c.Code = CloseInternal
+	}
+	return c
+}

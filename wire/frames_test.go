@@ -38,3 +38,22 @@ func TestCloseFrames(t *testing.T) {
 		t.Errorf("retryMs(1µs) = %d, want 1 (rounded up)", got)
 	}
 }
+
+func TestRelayClose(t *testing.T) {
+	c := Close{Code: CloseTryAgainLater, RetryAfter: 2500 * time.Millisecond, Text: "overloaded"}
+	rc := c.RelayClose()
+	if rc.GetCode() != 1013 || rc.GetRetryAfterMs() != 2500 || rc.GetReason() != "overloaded" {
+		t.Errorf("RelayClose = %v", rc)
+	}
+	if back := CloseFromRelay(rc); back != c {
+		t.Errorf("CloseFromRelay = %+v, want %+v", back, c)
+	}
+	for _, tc := range []struct {
+		code uint32
+		want CloseCode
+	}{{0, CloseNormal}, {999, CloseInternal}, {5000, CloseInternal}, {4000, CloseSlowConsumer}} {
+		if got := CloseFromRelay(&corralv1.RelayClose{Code: tc.code}).Code; got != tc.want {
+			t.Errorf("code %d read as %v, want %v", tc.code, got, tc.want)
+		}
+	}
+}
