@@ -90,7 +90,7 @@ func (w *worker) fast(st *state, req []byte, client netip.Addr, tcp bool, out []
 	// What recovered and the builder read of a query (field by field: a
 	// composite literal would be built aside and copied).
 	q.id, q.flags, q.opcode, q.question, q.qtype = binary.BigEndian.Uint16(req), flags, 0, req[12:end], qtype
-	q.edns, q.udpSize, q.do, q.ecs = edns, udpSize, do, false
+	q.name, q.edns, q.udpSize, q.do, q.ecs = name, edns, udpSize, do, false
 	q.questionOK = true
 	if h := w.srv.queryHook; h != nil {
 		h(name)
@@ -109,28 +109,16 @@ func (w *worker) fast(st *state, req []byte, client netip.Addr, tcp bool, out []
 		size += 11
 	}
 	limit := responseLimit(st, q, tcp)
-	slip := false
 	if !tcp && st.rrl != nil {
-		switch st.rrl.allow(client, rrlAnswer, qtype, name, w.srv.now()) {
-		case rrlDrop:
-			w.st.rrlDropped.Add(1)
-			return nil, true
-		case rrlSlip:
-			w.st.rrlSlipped.Add(1)
-			slip = true
+		if resp, limited := w.fastLimit(st, client, out, limit, policy, res.FailOpen); limited {
+			return resp, true
 		}
 	}
 	if res.FailOpen {
 		w.st.failOpen.Add(1)
 	}
-	if slip || size > limit {
-		// Empty with TC, as the general path sends it.
-		w.m.start(out, q, limit)
-		w.m.setFlags(flagAA)
-		w.m.truncate()
-		resp := w.m.finish(q, rcodeNoError, st.ednsBuffer, 0)
-		w.st.count(qtype, rcodeNoError, policy, len(resp), true)
-		return resp, true
+	if size > limit {
+		return w.fastTruncated(st, out, limit, policy), true
 	}
 	b := slices.Grow(out[:0], size)[:size]
 	binary.BigEndian.PutUint32(b, uint32(q.id)<<16|uint32(flagQR|flagAA|flags&(flagRD|flagCD)))
@@ -156,6 +144,43 @@ func (w *worker) fast(st *state, req []byte, client netip.Addr, tcp bool, out []
 			o[7] = 0x80
 		}
 	}
-	w.st.count(qtype, rcodeNoError, policy, size, false)
+	w.tally(qtype, policy, size)
 	return b, true
+}
+
+// fastLimit applies rate limiting to the answer fast is writing for the
+// query in w.q, as the general path does: it reports false when the
+// answer may go, and otherwise returns nil (dropped) or the empty
+// answer with TC (slipped). policy and failOpen are the selection's, for
+// the metrics. Apart from fast, where it would make the frame of every
+// query larger.
+//
+//go:noinline
+func (w *worker) fastLimit(st *state, client netip.Addr, out []byte, limit, policy int, failOpen bool) ([]byte, bool) {
+	switch st.rrl.allow(client, rrlAnswer, w.q.qtype, w.q.name, w.srv.now()) {
+	case rrlDrop:
+		w.st.rrlDropped.Add(1)
+		return nil, true
+	case rrlSlip:
+		w.st.rrlSlipped.Add(1)
+		if failOpen {
+			w.st.failOpen.Add(1)
+		}
+		return w.fastTruncated(st, out, limit, policy), true
+	}
+	return nil, false
+}
+
+// fastTruncated writes the empty answer with TC to the query in w.q, as
+// the general path sends it when the answer does not fit or is slipped.
+//
+//go:noinline
+func (w *worker) fastTruncated(st *state, out []byte, limit, policy int) []byte {
+	q := &w.q
+	w.m.start(out, q, limit)
+	w.m.setFlags(flagAA)
+	w.m.truncate()
+	resp := w.m.finish(q, rcodeNoError, st.ednsBuffer, 0)
+	w.st.count(q.qtype, rcodeNoError, policy, len(resp), true)
+	return resp
 }

@@ -3,12 +3,15 @@ package authdns
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/corralhq/corral/authdns/answer"
 )
 
 // fastPair is two servers of one configuration, each with a worker of the
@@ -68,6 +71,7 @@ func (p *fastPair) force(t testing.TB, name string, healthy bool) {
 // sameStats fails when the two workers counted differently.
 func (p *fastPair) sameStats(t testing.TB) {
 	t.Helper()
+	p.f.flush()
 	if got, want := statsOf(p.f.st), statsOf(p.g.st); got != want {
 		t.Errorf("metrics of the fast path:\n%s\nof the general path:\n%s", got, want)
 	}
@@ -340,4 +344,49 @@ func TestNameTable(t *testing.T) {
 	if empty.get([]byte{0}, 0) != nil {
 		t.Fatal("the zero table found a name")
 	}
+}
+
+// TestFastCountsEachBatch checks that the answers of the fast path, which
+// are counted per run of alike answers, are all in the worker's metrics
+// when answerBatch returns, and when handle returns.
+func TestFastCountsEachBatch(t *testing.T) {
+	s, err := New(decodeConfig(t, testZone), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorker(s, &stats{}, 1)
+	static := rawQuery(0, wireOf("static.corral.test"), dns.TypeA)
+	reqs := [][]byte{static, static, rawQuery(0, wireOf("multi.corral.test"), dns.TypeA), static, rawQuery(0, wireOf("static.corral.test"), dns.TypeA, optRR([]byte{0}, 1232, 0))}
+	clients := slices.Repeat([]netip.Addr{loopback}, len(reqs))
+	const slot = 4096 + 512
+	out := make([]byte, len(reqs)*slot)
+	resps := make([][]byte, len(reqs))
+	w.answerBatch(reqs, clients, out, slot, resps)
+	size := 0
+	for _, r := range resps {
+		size += len(r)
+	}
+	simple, multi := answerPolicy(t, "simple"), answerPolicy(t, "multivalue")
+	check := func(step string, n, simples int) {
+		t.Helper()
+		got := [...]uint64{w.st.rcode[rcodeNoError].Load(), w.st.qtype[qtypeSlot(typeA)].Load(), w.st.policy[simple].Load(), w.st.policy[multi].Load(), w.st.sizeSum.Load()}
+		want := [...]uint64{uint64(n), uint64(n), uint64(simples), 1, uint64(size)}
+		if got != want {
+			t.Errorf("%s: NOERROR, A, simple, multivalue, bytes counted %v, want %v", step, got, want)
+		}
+	}
+	check("after answerBatch", 5, 4)
+	resp, _ := w.handle(static, loopback, false, make([]byte, 0, 512))
+	size += len(resp)
+	check("after handle", 6, 5)
+}
+
+// answerPolicy is the index of the policy named name in stats.policy.
+func answerPolicy(t *testing.T, name string) int {
+	t.Helper()
+	p, err := answer.ParsePolicy(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Index()
 }

@@ -45,6 +45,8 @@ type worker struct {
 	// extra are the records of the answer whose targets may have addresses
 	// for the additional section.
 	extra []extraRef
+	// run is the fast path's answers not yet counted in st (flush).
+	run run
 }
 
 // extraRef is an answered record that points to a name: its index in its
@@ -69,6 +71,7 @@ func (w *worker) handle(req []byte, client netip.Addr, tcp bool, out []byte) (re
 		if v := recover(); v != nil {
 			resp, o = w.recovered(v, tcp, out)
 		}
+		w.flush()
 	}()
 	return w.serve(req, client, tcp, out)
 }
@@ -87,6 +90,7 @@ func (w *worker) answerBatch(reqs [][]byte, clients []netip.Addr, out []byte, sl
 	for i := 0; i < len(reqs); {
 		i = w.answerFrom(i, reqs, clients, out, slot, resps)
 	}
+	w.flush()
 }
 
 // answerFrom answers the datagrams of answerBatch from i on, and returns

@@ -92,13 +92,17 @@ const (
 	nPolicies = answer.NumPolicies
 )
 
+// qtypeSlot is the index in stats.qtype of a query type.
+func qtypeSlot(qtype uint16) uint8 {
+	if int(qtype) < len(qtypeIndex) {
+		return qtypeIndex[qtype]
+	}
+	return uint8(len(qtypes))
+}
+
 // count records one answered query.
 func (s *stats) count(qtype uint16, rcode, policy, size int, tc bool) {
-	qi := uint8(len(qtypes))
-	if int(qtype) < len(qtypeIndex) {
-		qi = qtypeIndex[qtype]
-	}
-	s.qtype[qi].Add(1)
+	s.qtype[qtypeSlot(qtype)].Add(1)
 	s.rcode[rcode%nRcodes].Add(1)
 	if policy > 0 {
 		s.policy[policy-1].Add(1)
@@ -108,6 +112,49 @@ func (s *stats) count(qtype uint16, rcode, policy, size int, tc bool) {
 	if tc {
 		s.truncated.Add(1)
 	}
+}
+
+// run is the tally of a run of alike answers of the fast path (NOERROR,
+// not truncated, one query type, policy and size bucket): counted in a
+// worker's stats at once when the run ends (flush), with one atomic
+// addition per counter instead of one per answer. The zero value is an
+// empty run.
+type run struct {
+	n, size       uint64
+	qtype, bucket uint8
+	policy        int
+}
+
+// tally counts one NOERROR answer of the fast path, of size bytes, with
+// the policy index + 1 (0 for none).
+func (w *worker) tally(qtype uint16, policy, size int) {
+	r := &w.run
+	qi, b := qtypeSlot(qtype), uint8(sizeBucket(size))
+	if r.n > 0 && (r.qtype != qi || r.bucket != b || r.policy != policy) {
+		w.flush()
+	}
+	r.qtype, r.bucket, r.policy = qi, b, policy
+	r.n++
+	r.size += uint64(size)
+}
+
+// flush counts the tallied run in the worker's stats. The query loops
+// call it after each batch (UDP) and each query (handle), so a scrape
+// never misses an answer sent.
+func (w *worker) flush() {
+	r := &w.run
+	if r.n == 0 {
+		return
+	}
+	s := w.st
+	s.qtype[r.qtype].Add(r.n)
+	s.rcode[rcodeNoError].Add(r.n)
+	if r.policy > 0 {
+		s.policy[r.policy-1].Add(r.n)
+	}
+	s.size[r.bucket].Add(r.n)
+	s.sizeSum.Add(r.size)
+	r.n, r.size = 0, 0
 }
 
 // collector exports the sum of every worker's stats.

@@ -118,6 +118,19 @@ func (s *Set) up(i int) bool {
 	return p == nil || p.Healthy()
 }
 
+// all returns dst[:n] holding 0, 1, ..., n-1 (a new slice when dst has
+// less room than n).
+func all(dst []int, n int) []int {
+	if cap(dst) < n {
+		dst = make([]int, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		dst[i] = i
+	}
+	return dst
+}
+
 // uintn returns a uniform number in [0, n); n > 0. It is Lemire's
 // multiply-shift without the rejection step: its bias is at most n/2^64.
 func uintn(r Source, n uint64) uint64 {

@@ -11,19 +11,23 @@ var Multivalue = &Policy{
 		if n == 0 {
 			n = DefaultMultivalue
 		}
-		return multivalue{n: n}
+		return &multivalue{n: n}
 	},
 }
 
 type multivalue struct{ n int }
 
-func (m multivalue) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
-	if s.flags != nil {
-		for i, f := range s.flags {
+func (m *multivalue) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
+	if flags := s.flags; flags != nil {
+		up := all(dst, len(flags))
+		k := 0
+		for i, f := range flags {
 			if f == nil || f.Load() {
-				dst = append(dst, i)
+				up[k] = i
+				k++
 			}
 		}
+		dst = up[:k]
 	} else {
 		for i, p := range s.health {
 			if p == nil || p.Healthy() {
@@ -33,9 +37,7 @@ func (m multivalue) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
 	}
 	open := len(dst) == 0
 	if open {
-		for i := range s.recs {
-			dst = append(dst, i)
-		}
+		dst = all(dst, len(s.recs))
 	}
 	return sample(dst, m.n, r), Result{FailOpen: open}
 }

@@ -4,15 +4,13 @@ package answer
 // It reads no field beyond the records.
 var Simple = &Policy{
 	name:  "simple",
-	build: func(*Config) selector { return simple{} },
+	build: func(*Config) selector { return &simple{} },
 }
 
 type simple struct{}
 
-func (simple) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
-	for i := range s.recs {
-		dst = append(dst, i)
-	}
+func (*simple) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
+	dst = all(dst, len(s.recs))
 	shuffle(dst, r)
 	return dst, Result{}
 }
