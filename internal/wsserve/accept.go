@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -25,6 +26,9 @@ import (
 // paths, a malformed or unusual upgrade, a head over 4 KiB, bytes after
 // the head) goes to net/http with the bytes read replayed, and is answered
 // there as before.
+
+// errNotTCP answers a connection that is not a plain TCP connection.
+const errNotTCP = "wsserve: the listener must yield plain TCP connections (TLS is not supported)"
 
 // headMax bounds the request head read before net/http takes over.
 const headMax = 4 << 10
@@ -81,6 +85,17 @@ func (l *listener) acceptLoop() {
 
 // serve reads c's request head and upgrades it, or hands it to net/http.
 func (l *listener) serve(c net.Conn) {
+	if _, ok := c.(*net.TCPConn); !ok {
+		// nbio's poller takes a plain TCP socket only: any other
+		// connection (a crypto/tls one) it would serve with a goroutine
+		// per connection, without the frame checks and the write pacing.
+		// Refuse it loudly rather than serve it so.
+		_ = c.SetWriteDeadline(time.Now().Add(l.s.cfg.HTTPWriteTimeout))
+		_, _ = io.WriteString(c, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "+
+			strconv.Itoa(len(errNotTCP)+1)+"\r\nConnection: close\r\n\r\n"+errNotTCP+"\n")
+		_ = c.Close()
+		return
+	}
 	buf := headBufs.Get().(*[headMax]byte)
 	defer headBufs.Put(buf)
 	_ = c.SetReadDeadline(time.Now().Add(l.s.cfg.HTTPReadHeaderTimeout))

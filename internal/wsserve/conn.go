@@ -3,6 +3,7 @@ package wsserve
 import (
 	"errors"
 	"math"
+	"net"
 	"time"
 	"unsafe"
 
@@ -55,6 +56,9 @@ func (c *Conn) WS() *nbws.Conn { return c.ws }
 // Subprotocol returns the negotiated subprotocol, one of
 // Config.Subprotocols.
 func (c *Conn) Subprotocol() string { return c.ws.Subprotocol() }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.ws.RemoteAddr() }
 
 // full reports whether the kernel holds enough unsent bytes that the next
 // write would end in nbio's own (unbounded) buffer: above sendQueueLimit,

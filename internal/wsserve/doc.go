@@ -28,5 +28,6 @@
 //
 // An idle connection costs the caller's session, which keeps a 24-byte
 // Conn by value: wsserve adds no allocation and no goroutine per
-// connection after the upgrade.
+// connection after the upgrade. The listener must yield plain TCP connections
+// (nbio's poller takes nothing else); TLS is not supported yet.
 package wsserve

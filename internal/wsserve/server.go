@@ -153,7 +153,9 @@ func (s *Server) Start() error {
 
 // Serve accepts connections on ln until ln is closed, and returns nil
 // then, or net/http's error. Upgraded connections outlive it: they end
-// with Stop.
+// with Stop. ln must yield *net.TCPConn (a net.Listen("tcp", ...)
+// listener): nbio's poller takes plain TCP sockets only, and any other
+// connection (crypto/tls's) is answered 500 and closed.
 func (s *Server) Serve(ln net.Listener) error {
 	err := s.http.Serve(newListener(s, ln))
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {

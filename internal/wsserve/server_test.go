@@ -458,3 +458,55 @@ func helloAtOnce(addr string, first []byte) (welcomed, subscribed int, err error
 	}
 	return welcomed, subscribed, nil
 }
+
+// wrappedListener yields its connections wrapped, as a crypto/tls listener
+// does: not *net.TCPConn.
+type wrappedListener struct{ net.Listener }
+
+func (l wrappedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return struct{ net.Conn }{c}, nil
+}
+
+// TestServeRefusesConnectionsThatAreNotTCP: nbio would serve a wrapped
+// connection in its blocking mode (a goroutine each, no frame checks), so
+// the listener answers 500 instead of upgrading it.
+func TestServeRefusesConnectionsThatAreNotTCP(t *testing.T) {
+	h := new(testHandler)
+	s, err := New(Config{Path: "/v1/ws", Subprotocols: testSubprotocols, MaxFrameBytes: 1 << 10}, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(wrappedListener{ln}) }()
+	defer func() {
+		_ = ln.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	_, err = testkit.UpgradeWS(c, "/v1/ws", "corral.v1.proto")
+	if err == nil || !strings.Contains(err.Error(), "500") {
+		t.Fatalf("upgrade on a wrapped connection: %v, want a 500 answer", err)
+	}
+	if h.opened.Load() != 0 {
+		t.Fatal("a wrapped connection was opened")
+	}
+}
