@@ -23,8 +23,9 @@ type EventKind uint8
 
 // The kinds of Event.
 const (
-	// EventConnecting: a reconnection attempt to Addr starts (Dial's own
-	// attempts emit none: its result says how they went).
+	// EventConnecting: a connection attempt to Addr starts, Dial's as
+	// well as every reconnection's (Dial's events wait until it returns:
+	// they are the first ones Events delivers).
 	EventConnecting EventKind = iota + 1
 	// EventConnected: a session is up (Welcome received); Addr and
 	// SessionID are set.
@@ -45,7 +46,9 @@ const (
 	EventGap
 	// EventResumed: after a reconnect, a channel's resume result
 	// (Subscribed). Recovered false means messages were lost; an EventGap
-	// for the channel precedes it.
+	// for the channel precedes it. (The answer to the application's own
+	// SubscribeFrom is SubscribeFrom's result, not an EventResumed; a loss
+	// it reports comes as an EventGap too.)
 	EventResumed
 	// EventRefused: after a reconnect, the server refused to resubscribe
 	// Channel (Close says why, for example 4005 when the new token no
@@ -148,7 +151,9 @@ type Client struct {
 	final     error
 	dups      uint64 // messages dropped as already delivered
 	last      string // the endpoint of the last attempt: tried last in the next round
-	dialing   bool   // Dial's round runs: no connecting events
+	dialing   bool   // Dial's round runs: events wait in early
+	early     []Event
+	hints     *corralv1.ServerHints // of the last Welcome: its reconnect envelope
 }
 
 // Dial connects to one of cfg.Addrs (the first that answers, starting from
@@ -168,14 +173,13 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.InOrder {
 		c.next = 0
 	}
-	retry, err := newRetry(cfg, nil)
-	if err != nil {
+	if _, err := newRetry(cfg, nil, cfg.rand); err != nil {
 		cancel()
 		return nil, fmt.Errorf("client: reconnect delays: %w", err)
 	}
-	// Until Dial returns nobody reads Events: its round emits no
-	// connecting events (Dial's result says how it went), only the
-	// connected one, so that even a buffer of one never blocks it.
+	// Until Dial returns nobody reads Events: the events of its round
+	// (connecting, connected) wait in early, so that even a buffer of one
+	// never blocks it, and run delivers them first.
 	c.dialing = true
 	cn, err := c.connectRound(ctx)
 	if err != nil {
@@ -187,9 +191,28 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c.mu.Lock()
 	c.dialing = false
+	early := c.early
+	c.early = nil
 	c.mu.Unlock()
-	go c.run(cn, retry)
+	go c.run(cn, early)
 	return c, nil
+}
+
+// schedule returns the reconnect schedule for the session that just
+// started: the configured one, with the base and cap the server's
+// Welcome advertised (hints.reconnect_base_ms, reconnect_cap_ms) in place
+// of the client's when set.
+func (c *Client) schedule() *backoff.Backoff {
+	c.mu.Lock()
+	h := c.hints
+	c.mu.Unlock()
+	b, err := newRetry(c.cfg, h, c.cfg.rand)
+	if err != nil {
+		// Validated in Dial; server hints only move the base and cap,
+		// which newRetry keeps in order.
+		b, _ = newRetry(c.cfg, nil, c.cfg.rand)
+	}
+	return b
 }
 
 // connectRound resolves every address again and tries the endpoints in
@@ -272,12 +295,8 @@ func (c *Client) SessionID() string {
 // every channel from its resume position.
 func (c *Client) connect(ctx context.Context, ep endpoint) (conn, error) {
 	a := ep.String()
+	c.emit(Event{Kind: EventConnecting, Addr: a})
 	c.mu.Lock()
-	if !c.dialing {
-		c.mu.Unlock()
-		c.emit(Event{Kind: EventConnecting, Addr: a})
-		c.mu.Lock()
-	}
 	hello := &corralv1.Hello{Token: c.cfg.Token, Priority: wire.PriorityOfRank(c.cfg.Priority.Rank()), Client: c.cfg.Name, PreviousSessionId: c.sessionID}
 	names := make([]string, 0, len(c.subs))
 	for name := range c.subs {
@@ -331,20 +350,25 @@ func (c *Client) connect(ctx context.Context, ep endpoint) (conn, error) {
 		return nil, fmt.Errorf("client: %s answered hello with %T", a, r.f.GetFrame())
 	}
 	c.mu.Lock()
-	c.cur, c.addr, c.sessionID = cn, a, w.GetSessionId()
+	c.cur, c.addr, c.sessionID, c.hints = cn, a, w.GetSessionId(), w.GetHints()
 	c.cond.Broadcast()
 	c.mu.Unlock()
 	c.emit(Event{Kind: EventConnected, Addr: a, SessionID: w.GetSessionId()})
 	return cn, nil
 }
 
-// run reads the session's frames, and reconnects when it ends, waiting
-// retryDelay (the next delay of retry, or one drawn above the server's
-// retry hint) before each attempt.
-func (c *Client) run(cn conn, retry *backoff.Backoff) {
+// run delivers the events of Dial's round, reads the session's frames,
+// and reconnects when it ends, waiting retryDelay (the next delay of the
+// session's schedule, or one drawn above the server's retry hint) before
+// each attempt.
+func (c *Client) run(cn conn, early []Event) {
 	defer close(c.done)
 	defer close(c.events)
+	for _, e := range early {
+		c.emit(e)
+	}
 	for {
+		retry := c.schedule()
 		cl := c.read(cn)
 		cn.close()
 		c.mu.Lock()
@@ -377,8 +401,7 @@ func (c *Client) run(cn conn, retry *backoff.Backoff) {
 			var err error
 			cn, err = c.connectRound(c.ctx)
 			if err == nil {
-				retry.Reset()
-				break
+				break // a new schedule for the new session
 			}
 			if te := terminal(err); te != nil {
 				// Refused for good after one attempt: say so and stop.
@@ -437,13 +460,19 @@ func (c *Client) read(cn conn) wire.Close {
 			delete(c.pending, id)
 			c.mu.Unlock()
 			if ch != nil {
+				var gap *corralv1.Gap
 				if s := f.GetSubscribed(); s != nil {
 					// The answer to the application's Subscribe or
-					// SubscribeFrom: it tells the caller about a loss
-					// (Recovered false), no EventGap.
-					c.noteSubscribed(s)
+					// SubscribeFrom: a resume that could not recover is
+					// one EventGap, as in a Hello; it follows the answer,
+					// so that a caller reading Events after the call
+					// never blocks the reply.
+					gap = c.noteSubscribed(s)
 				}
 				ch <- f
+				if gap != nil {
+					c.emit(Event{Kind: EventGap, Channel: gap.GetChannel(), Gap: gap})
+				}
 				continue
 			}
 		}
@@ -541,7 +570,16 @@ func (c *Client) onMessage(cn conn, m *corralv1.Message) {
 	c.emit(Event{Kind: EventMessage, Channel: m.GetChannel(), Message: m})
 }
 
+// emit delivers e on Events, waiting for room (back-pressure); during
+// Dial it keeps e for run to deliver. Never called with mu held.
 func (c *Client) emit(e Event) {
+	c.mu.Lock()
+	if c.dialing {
+		c.early = append(c.early, e)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
 	select {
 	case c.events <- e:
 	case <-c.ctx.Done():

@@ -49,13 +49,16 @@ type Config struct {
 	// Unacknowledged P0 messages are delivered again after a resume.
 	ManualAck bool
 	// ReconnectMin and ReconnectMax bound the jittered reconnect delay.
-	// Defaults 50ms and 5s. A server's retry hint raises the delay.
+	// Defaults 50ms and 5s. A server's retry hint raises the delay; the
+	// base and cap a server's Welcome advertises (hints.reconnect_base_ms,
+	// reconnect_cap_ms) replace them when set.
 	ReconnectMin, ReconnectMax time.Duration
 	// Backoff, when its Policy is set ("full", "equal", "decorrelated",
 	// "grpc", "exponential" or "none", package backoff), is the reconnect
 	// schedule in place of ReconnectMin and ReconnectMax, with backoff's
 	// defaults for the fields left zero. A server's retry hint is the floor
-	// of the next delay either way (backoff's hint code).
+	// of the next delay either way (backoff's hint code), and a Welcome's
+	// reconnect base and cap replace Base and Cap.
 	Backoff backoff.Config
 	// DialTimeout bounds one connection attempt, Hello to Welcome included.
 	// Default 5s.
@@ -65,6 +68,10 @@ type Config struct {
 	EventBuffer int
 	// Name is sent in Hello.client. Default "corral-go-client".
 	Name string
+
+	// rand draws the reconnect delays (nil: the process-wide generator);
+	// tests seed it.
+	rand backoff.Rand
 }
 
 // Priority is a session or message priority rank for the client; the zero

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -87,9 +90,28 @@ func (g *grpcConn) recv() (*corralv1.ServerFrame, error) {
 		return nil, wire.Close{Code: wire.CloseNormal, Text: "stream ended"} // the server ended the stream with OK
 	}
 	if err != nil {
-		return nil, wire.CloseFromStatus(err)
+		cl := wire.CloseFromStatus(err) // a google.rpc.RetryInfo detail is its hint
+		if cl.RetryAfter == 0 {
+			cl.RetryAfter = pushback(g.stream.Trailer())
+		}
+		return nil, cl
 	}
 	return f, nil
+}
+
+// pushback reads the grpc-retry-pushback-ms trailer (gRPC A6: a server's
+// retry pushback, a non-negative count of milliseconds) as a retry hint;
+// absent, negative or malformed is no hint (0).
+func pushback(md metadata.MD) time.Duration {
+	v := md.Get("grpc-retry-pushback-ms")
+	if len(v) == 0 {
+		return 0
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(v[0]), 10, 32)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(n) * time.Millisecond
 }
 
 func (g *grpcConn) close() {
@@ -176,13 +198,45 @@ func dialWS(ctx context.Context, ep endpoint, tc *tls.Config, json bool) (*wsCon
 	if !dl.IsZero() {
 		opt.HandshakeTimeout = max(1, time.Until(dl))
 	}
-	c, _, err := gws.NewClient(wsEvents{w: w}, opt)
+	c, resp, err := gws.NewClient(wsEvents{w: w}, opt)
 	if err != nil {
+		if cl, ok := refusedUpgrade(resp); ok {
+			return nil, cl
+		}
 		return nil, fmt.Errorf("client: dial %s: %w", url, err)
 	}
 	w.c = c
 	go c.ReadLoop()
 	return w, nil
+}
+
+// refusedUpgrade reads an HTTP answer that refused the WebSocket upgrade:
+// a 503 (a server or proxy shedding load, or draining) or a 429 is a 1013
+// close with its Retry-After (delta-seconds or an HTTP date) as the retry
+// hint, so that it goes through the reconnect schedule as a GoAway hint
+// does. Any other answer is not a close (ok false).
+func refusedUpgrade(resp *http.Response) (wire.Close, bool) {
+	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusTooManyRequests {
+		return wire.Close{}, false
+	}
+	return wire.Close{Code: wire.CloseTryAgainLater, Text: "upgrade refused: HTTP " + resp.Status, RetryAfter: retryAfterHeader(resp.Header.Get("Retry-After"), time.Now())}, true
+}
+
+// retryAfterHeader parses an HTTP Retry-After value (RFC 9110 10.2.3):
+// delta-seconds, or an HTTP date taken relative to now. Anything else, or
+// a date in the past, is no hint (0).
+func retryAfterHeader(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 func (w *wsConn) finish(err error) {

@@ -1,11 +1,13 @@
 package client_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -28,6 +30,12 @@ const testSecret = "client-test-secret-0123456789"
 // its config first.
 func startHub(t *testing.T, listen string, mod func(*hub.Config)) *hub.Hub {
 	t.Helper()
+	return startHubWith(t, listen, mod, hub.Options{})
+}
+
+// startHubWith is startHub with options (an overload policy).
+func startHubWith(t *testing.T, listen string, mod func(*hub.Config), opts hub.Options) *hub.Hub {
+	t.Helper()
 	cfg := hub.DefaultConfig()
 	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = listen, "127.0.0.1:0", ""
 	cfg.Auth = auth.Config{Keys: []auth.KeyConfig{{Algorithm: "HS256", Secret: testSecret}}}
@@ -36,7 +44,7 @@ func startHub(t *testing.T, listen string, mod func(*hub.Config)) *hub.Hub {
 	if mod != nil {
 		mod(&cfg)
 	}
-	h, err := hub.New(cfg, hub.Options{})
+	h, err := hub.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +178,11 @@ type proxy struct {
 	to      string
 	accepts atomic.Int64
 	refuse  atomic.Bool
-	mu      sync.Mutex
-	conns   []net.Conn
+	// answer, when set, is the HTTP response the proxy gives every new
+	// connection after reading its request (a refused upgrade).
+	answer atomic.Pointer[string]
+	mu     sync.Mutex
+	conns  []net.Conn
 }
 
 func startProxy(t *testing.T, to string) *proxy {
@@ -189,6 +200,15 @@ func startProxy(t *testing.T, to string) *proxy {
 			p.accepts.Add(1)
 			if p.refuse.Load() {
 				c.Close()
+				continue
+			}
+			if a := p.answer.Load(); a != nil {
+				go func() {
+					defer c.Close()
+					if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+						_, _ = io.WriteString(c, *a)
+					}
+				}()
 				continue
 			}
 			up, err := net.Dial("tcp", to)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
 	"github.com/corralhq/corral/wire"
@@ -37,6 +38,20 @@ type fakeHub struct {
 
 	mu    sync.Mutex
 	conns map[string]net.Conn // by remote address
+	// helloErr, when set, is the status the hub ends a Connect with instead
+	// of a Welcome, with trailer as its trailing metadata.
+	helloErr error
+	trailer  metadata.MD
+	// hints go into every Welcome.
+	hints *corralv1.ServerHints
+}
+
+// refuseHellos makes the hub answer every Hello with err (nil: Welcome
+// again) and the trailer md.
+func (h *fakeHub) refuseHellos(err error, md metadata.MD) {
+	h.mu.Lock()
+	h.helloErr, h.trailer = err, md
+	h.mu.Unlock()
 }
 
 // fakeSession is one session on a fakeHub.
@@ -86,12 +101,17 @@ func (h *fakeHub) Connect(stream corralv1.Corral_ConnectServer) error {
 	p, _ := peer.FromContext(stream.Context())
 	h.mu.Lock()
 	fs := &fakeSession{hub: h, hello: f.GetHello(), conn: h.conns[p.Addr.String()], end: make(chan error, 1)}
+	herr, trailer, hints := h.helloErr, h.trailer, h.hints
 	h.mu.Unlock()
+	if herr != nil {
+		stream.SetTrailer(trailer)
+		return herr
+	}
 	refused := map[string]bool{}
 	for len(h.refuse) > 0 {
 		refused[<-h.refuse] = true
 	}
-	if err := stream.Send(&corralv1.ServerFrame{Id: f.GetId(), Frame: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{SessionId: fmt.Sprint("s-", h.addr, "-", time.Now().UnixNano())}}}); err != nil {
+	if err := stream.Send(&corralv1.ServerFrame{Id: f.GetId(), Frame: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{SessionId: fmt.Sprint("s-", h.addr, "-", time.Now().UnixNano()), Hints: hints}}}); err != nil {
 		return err
 	}
 	for _, sub := range fs.hello.GetSubscribe() {

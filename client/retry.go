@@ -4,16 +4,34 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/wire/corralv1"
 )
 
 // newRetry returns a client's reconnect schedule, drawing from rnd (nil:
 // the process-wide generator): cfg.Backoff when it names a policy, else
-// full jitter from ReconnectMin, doubling up to ReconnectMax.
-func newRetry(cfg Config, rnd backoff.Rand) (*backoff.Backoff, error) {
+// full jitter from ReconnectMin, doubling up to ReconnectMax. The base and
+// cap a server advertised in Welcome (hints, nil for none) replace the
+// schedule's when set, the cap raised to the base if below it: the server
+// knows how many clients it can take back how fast.
+func newRetry(cfg Config, hints *corralv1.ServerHints, rnd backoff.Rand) (*backoff.Backoff, error) {
+	bc := backoff.Config{Base: cfg.ReconnectMin, Cap: max(cfg.ReconnectMax, cfg.ReconnectMin), MaxHint: cfg.Backoff.MaxHint}
 	if cfg.Backoff.Policy != "" {
-		return backoff.NewBackoff(cfg.Backoff, rnd)
+		bc = cfg.Backoff
 	}
-	return backoff.NewBackoff(backoff.Config{Base: cfg.ReconnectMin, Cap: max(cfg.ReconnectMax, cfg.ReconnectMin), MaxHint: cfg.Backoff.MaxHint}, rnd)
+	bc, err := bc.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if base := hints.GetReconnectBaseMs(); base > 0 {
+		bc.Base = time.Duration(base) * time.Millisecond
+	}
+	if hcap := hints.GetReconnectCapMs(); hcap > 0 {
+		bc.Cap = time.Duration(hcap) * time.Millisecond
+	}
+	if bc.Cap < bc.Base {
+		bc.Cap = bc.Base
+	}
+	return backoff.NewBackoff(bc, rnd)
 }
 
 // retryDelay returns how long to wait before the next connection attempt:

@@ -19,7 +19,7 @@ func TestRetryHintSpreadsAHerd(t *testing.T) {
 	bins := map[time.Duration]int{}
 	lo, hi := time.Duration(1<<62), time.Duration(0)
 	for i := range clients {
-		retry, err := newRetry(cfg, rand.New(rand.NewPCG(uint64(i), 99)))
+		retry, err := newRetry(cfg, nil, rand.New(rand.NewPCG(uint64(i), 99)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestBackoffPolicySelectable(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	retry, err := newRetry(cfg.withDefaults(), rand.New(rand.NewPCG(1, 2)))
+	retry, err := newRetry(cfg.withDefaults(), nil, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
