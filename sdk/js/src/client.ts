@@ -8,7 +8,7 @@
 // application with manualAck) and delivered once (a resume's redeliveries are
 // dropped by offset), and a stop only on a terminal close the server sent.
 
-import { Backoff, type BackoffOptions } from "./backoff.js";
+import { Backoff, resolveBackoff, type BackoffOptions } from "./backoff.js";
 import { closeName, CloseCode, parseReason, retryable } from "./close.js";
 import { decodeServerFrame, encodeClientFrame, subprotocol, type Format } from "./codec.js";
 import { Emitter } from "./emitter.js";
@@ -278,7 +278,7 @@ export class Client extends Emitter<ClientEvents> {
   private readonly format: Format;
   private readonly WS: WebSocketConstructor;
   private readonly random: () => number;
-  private readonly retry: Backoff;
+  private retry: Backoff;
   private readonly subs = new Map<string, ChanState>();
   private queue: Request[] = []; // requests waiting for a session
   private pending = new Map<number, Request>(); // requests sent on this session, by frame id
@@ -598,7 +598,7 @@ export class Client extends Emitter<ClientEvents> {
     this.welcomed = true;
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.retry.reset();
+    this.retry = this.schedule(w.hints?.reconnectBaseMs ?? 0, w.hints?.reconnectCapMs ?? 0);
     this.sessionId = w.sessionId;
     this.lastHeard = Date.now();
     const ping = w.hints?.pingIntervalMs ?? 0;
@@ -614,6 +614,25 @@ export class Client extends Emitter<ClientEvents> {
     const queued = this.queue;
     this.queue = [];
     for (const r of queued) this.sendRequest(r);
+  }
+
+  /**
+   * schedule returns the reconnect schedule for the session a Welcome just
+   * started: the configured policy, with the base and cap the server
+   * advertised (hints.reconnect_base_ms, reconnect_cap_ms) in place of the
+   * client's when set, the cap raised to the base if below it.
+   */
+  private schedule(baseMs: number, capMs: number): Backoff {
+    const own = this.opts.backoff ?? {};
+    if (!(baseMs > 0) && !(capMs > 0)) return new Backoff(own, this.random);
+    const r = resolveBackoff(own);
+    const base = baseMs > 0 ? baseMs : r.baseMs;
+    const cap = Math.max(capMs > 0 ? capMs : r.capMs, base);
+    try {
+      return new Backoff({ ...own, baseMs: base, capMs: cap }, this.random);
+    } catch {
+      return new Backoff(own, this.random); // the client's own options were checked in the constructor
+    }
   }
 
   private onSubscribed(s: Subscribed, inHello: boolean): void {
