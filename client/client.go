@@ -134,7 +134,7 @@ func (s *chanState) resumeFrom() *corralv1.Position {
 // it with Dial; it is safe for concurrent use. Events must be drained.
 type Client struct {
 	cfg    Config
-	events chan Event
+	events chan Event // made once Dial's round is over (see early)
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -166,7 +166,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
-		cfg: cfg, events: make(chan Event, cfg.EventBuffer), ctx: cctx, cancel: cancel, done: make(chan struct{}),
+		cfg: cfg, ctx: cctx, cancel: cancel, done: make(chan struct{}),
 		next: rand.IntN(len(cfg.Addrs)), pending: make(map[uint64]chan *corralv1.ServerFrame), subs: make(map[string]*chanState),
 	}
 	c.cond = sync.NewCond(&c.mu)
@@ -178,8 +178,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("client: reconnect delays: %w", err)
 	}
 	// Until Dial returns nobody reads Events: the events of its round
-	// (connecting, connected) wait in early, so that even a buffer of one
-	// never blocks it, and run delivers them first.
+	// (connecting, connected) wait in early, then go first into an Events
+	// channel made with room for them on top of EventBuffer, so that they
+	// neither block Dial nor take the room the session's events have.
 	c.dialing = true
 	cn, err := c.connectRound(ctx)
 	if err != nil {
@@ -191,10 +192,13 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c.mu.Lock()
 	c.dialing = false
-	early := c.early
+	c.events = make(chan Event, cfg.EventBuffer+len(c.early))
+	for _, e := range c.early {
+		c.events <- e
+	}
 	c.early = nil
 	c.mu.Unlock()
-	go c.run(cn, early)
+	go c.run(cn)
 	return c, nil
 }
 
@@ -357,16 +361,12 @@ func (c *Client) connect(ctx context.Context, ep endpoint) (conn, error) {
 	return cn, nil
 }
 
-// run delivers the events of Dial's round, reads the session's frames,
-// and reconnects when it ends, waiting retryDelay (the next delay of the
-// session's schedule, or one drawn above the server's retry hint) before
-// each attempt.
-func (c *Client) run(cn conn, early []Event) {
+// run reads the session's frames, and reconnects when it ends, waiting
+// retryDelay (the next delay of the session's schedule, or one drawn
+// above the server's retry hint) before each attempt.
+func (c *Client) run(cn conn) {
 	defer close(c.done)
 	defer close(c.events)
-	for _, e := range early {
-		c.emit(e)
-	}
 	for {
 		retry := c.schedule()
 		cl := c.read(cn)
@@ -571,7 +571,7 @@ func (c *Client) onMessage(cn conn, m *corralv1.Message) {
 }
 
 // emit delivers e on Events, waiting for room (back-pressure); during
-// Dial it keeps e for run to deliver. Never called with mu held.
+// Dial it keeps e in early. Never called with mu held.
 func (c *Client) emit(e Event) {
 	c.mu.Lock()
 	if c.dialing {

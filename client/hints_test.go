@@ -32,8 +32,8 @@ func deadAddr(t *testing.T) string {
 
 // TestDialEmitsConnecting: Dial's own round emits a connecting event per
 // address it tries, as a reconnection round does, then connected; with a
-// buffer of one event Dial still returns (its events wait for Events to
-// be read).
+// buffer of one event Dial still returns (its events come on top of the
+// buffer).
 func TestDialEmitsConnecting(t *testing.T) {
 	h := startFakeHub(t, func(id uint64) uint64 { return id })
 	dead := deadAddr(t)

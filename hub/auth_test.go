@@ -111,6 +111,9 @@ func TestTenantsAreNamespaces(t *testing.T) {
 	if s.GetRecovered() || s.GetPosition().GetOffset() != 0 {
 		t.Fatalf("other tenant resumed acme's history: %+v", s)
 	}
+	if e := nextEvent(t, other, client.EventGap); e.Channel != "news" { // the unrecovered resume, as the client reports it
+		t.Fatalf("gap event %v, want one for news", e)
+	}
 	if _, err := other.Publish(ctx, "news", client.PriorityP1, []byte("other's"), ""); err != nil {
 		t.Fatal(err)
 	}

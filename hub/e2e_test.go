@@ -142,6 +142,9 @@ func TestResumeBeyondWindowIsGap(t *testing.T) {
 	if s.GetPosition().GetOffset() != 5 {
 		t.Fatalf("position %+v, want offset 5", s.GetPosition())
 	}
+	if e := nextEvent(t, c, client.EventGap); e.Gap.GetFromOffset() != 2 || e.Gap.GetToOffset() != 5 { // the client's one gap event for it
+		t.Fatalf("gap event %v, want offsets 2 to 5", e)
+	}
 	s, err = c.SubscribeFrom(ctx, "c", first.GetEpoch(), 4)
 	if err != nil || !s.GetRecovered() {
 		t.Fatalf("resume inside the window: %+v, %v", s, err)
