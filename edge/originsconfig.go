@@ -31,7 +31,7 @@ const (
 const ResolverSystem = "system"
 
 // Defaults of OriginsConfig and OutlierConfig. The outlier defaults are
-// Envoy's (config.cluster.v3.OutlierDetection; edge/README.origins.md
+// Envoy's (config.cluster.v3.OutlierDetection; edge/README.md
 // cites them).
 const (
 	DefaultMinTTL       = time.Second

@@ -113,21 +113,21 @@ func TestDefaultOriginsConfig(t *testing.T) {
 // TestOriginsConfigYAML decodes the README's example section: every key
 // exists with the documented spelling, and the values are the defaults.
 func TestOriginsConfigYAML(t *testing.T) {
-	readme, err := os.ReadFile("README.origins.md")
+	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(readme)
 	start := strings.Index(text, "```yaml\norigins:\n")
 	if start < 0 {
-		t.Fatal("README.origins.md has no origins: yaml block")
+		t.Fatal("README.md has no origins: yaml block")
 	}
 	text = text[start+len("```yaml\n"):]
 	text = text[:strings.Index(text, "```")]
 	var doc struct {
 		Origins OriginsConfig `yaml:"origins"`
 	}
-	if err := config.Decode("README.origins.md", []byte(text), &doc, config.Options{}); err != nil {
+	if err := config.Decode("README.md", []byte(text), &doc, config.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	c := doc.Origins

@@ -19,7 +19,7 @@ import (
 // The replay cache: the messages of the cached priorities that the edge
 // relayed in the last window, per (tenant, channel), so that a resume the
 // cache covers is answered at the edge, and identical resumes that it does
-// not cover go upstream once (README.replay.md has the rules).
+// not cover go upstream once (README.md, "Replay cache", has the rules).
 //
 // Lock order: ReplayCache.evictMu, then a shard's mu, then a channel's mu.
 // ReplayCache.leadMu is taken alone, or before a shard's and a channel's

@@ -24,7 +24,7 @@ type ReplayConfig struct {
 	// "P2" (a message without a priority counts as P2). Default [P0].
 	Priorities []string `yaml:"priorities"`
 	// MaxBytes bounds the cache's memory: message payloads plus a fixed
-	// overhead per message and per channel (see README.replay.md). Above
+	// overhead per message and per channel (see README.md). Above
 	// it the oldest messages of the largest channels go first. Default
 	// 64 MiB; at least 64 KiB.
 	MaxBytes int64 `yaml:"max_bytes"`

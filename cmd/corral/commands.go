@@ -20,6 +20,7 @@ func commands() []func(*globals) *cobra.Command {
 		newSimCmd,
 		newDNSCmd,
 		newHubCmd,
+		newEdgeCmd,
 		newShardCmd,
 		newTokenCmd,
 		newSubCmd,

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"time"
+
+	nbiologging "github.com/lesismal/nbio/logging"
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/edge"
+	"github.com/corralhq/corral/internal/admin"
+	"github.com/corralhq/corral/internal/lifecycle"
+)
+
+// newEdgeCmd builds `corral edge`: the L7 tier in front of the hubs.
+func newEdgeCmd(g *globals) *cobra.Command {
+	return newServerCmd(g, serverSpec[edge.Config]{
+		name:  "edge",
+		short: "Terminate device sessions and carry them to the hubs over a few multiplexed streams",
+		long: `corral edge terminates device sessions over WebSocket (GET /v1/ws,
+subprotocols corral.v1.proto and corral.v1.json) and gRPC
+(corral.v1.Corral/Connect), the same protocol a device speaks to a hub, and
+carries them to the hubs (origins) over a few Relay streams per hub address.
+Every bound of the session protocol is enforced at the edge before anything
+goes upstream; pings are answered at the edge.
+
+Origins are a DNS name and port resolved through a configured resolver (for
+example a corral dns), re-resolved at the TTL; every address is used, and a
+new session goes to the less loaded of two (power of two choices). Admission
+adapts to the handshake latency of the origins and sheds by priority, P0
+last. On SIGTERM the edge drains: GoAway to every session at drain.rate per
+second with jittered retry hints.
+
+The admin listener serves /metrics, /healthz, /readyz (503 while draining)
+and /debug/pprof/.`,
+		example:   "examples/edge.yaml",
+		envPrefix: "CORRAL_EDGE",
+		defaults:  func() *edge.Config { c := edge.DefaultConfig(); return &c },
+		addrs:     func(c *edge.Config) (*string, *string) { return &c.Listen, &c.Admin.Addr },
+		run:       runEdge,
+	})
+}
+
+// runEdge serves cfg until ctx ends, then drains.
+func runEdge(ctx context.Context, log *slog.Logger, cfg *edge.Config, _ string) error {
+	// nbio has one process-wide logger; the binary runs one edge.
+	nbiologging.SetLogger(nbioLog{log: log})
+	reg := admin.NewRegistry()
+	srv, err := edge.New(*cfg, edge.Options{Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
+	grace := cmp.Or(cfg.Drain.Deadline, edge.DefaultDrainDeadline)
+	return serveWithAdmin(ctx, log, grace+5*time.Second, adm, lifecycle.Named{Name: "edge", Part: srv})
+}

@@ -1,0 +1,141 @@
+package edge
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/limit"
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// welcomed opens a raw gRPC session of priority rank and waits for its
+// Welcome.
+func welcomed(t *testing.T, te *testEdge, rank int) *rawGRPC {
+	t.Helper()
+	r := dialRawGRPC(t, te)
+	h := helloFrame(token(t, tokenOpts{}))
+	h.GetHello().Priority = wire.PriorityOfRank(rank)
+	r.send(t, h)
+	f, err := r.stream.Recv()
+	if err != nil || f.GetWelcome() == nil {
+		t.Fatalf("P%d: first frame %v, %v; want a Welcome", rank, f, err)
+	}
+	return r
+}
+
+// TestLightLoadIsNeverRefused: with admission on (the defaults of
+// examples/edge.yaml), a lightly loaded edge admits every handshake and
+// every publish, one after the other, far beyond the limiters' initial
+// limits.
+func TestLightLoadIsNeverRefused(t *testing.T) {
+	th := startHub(t, nil)
+	te := startEdge(t, func(c *Config) { c.Admission.Enabled = true }, th)
+	for i := range 60 {
+		r := welcomed(t, te, i%3)
+		for j := range 3 {
+			r.send(t, &corralv1.ClientFrame{Id: uint64(10 + j), Frame: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Channel: "light", Data: []byte("x")}}})
+			f, err := r.stream.Recv()
+			if err != nil || f.GetPublished() == nil {
+				t.Fatalf("session %d publish %d: %v %v, want Published", i, j, f, err)
+			}
+		}
+		r.cancel()
+	}
+	for _, a := range []string{"reject", "reject_handshake", "reject_publish", "reject_connection", "sever"} {
+		if n := te.metric("corral_edge_shed_total", "action", a); n != 0 {
+			t.Errorf("shed %s: %v, want 0", a, n)
+		}
+	}
+}
+
+// raise feeds the Shedder slow handshakes until it reaches stage.
+func raise(t *testing.T, te *testEdge, stage limit.Stage) {
+	t.Helper()
+	sh := te.adm.shedder
+	testkit.WaitFor(t, 10*time.Second, "stage "+stage.String(), func() bool {
+		for range 5 {
+			sh.Observe(time.Second)
+		}
+		return sh.EvaluateAt(time.Now()) >= stage
+	})
+}
+
+// TestOverloadShedsByPriority: as the Shedder's stage rises, a new P2 is
+// refused with 1013 and a hint while P0 is admitted, open P2 sessions are
+// severed with GoAway(retry_after) then 1001 while P0 stays, and in the
+// lifeboat stage a WebSocket upgrade gets 503 with Retry-After and a gRPC
+// stream Unavailable with grpc-retry-pushback-ms.
+func TestOverloadShedsByPriority(t *testing.T) {
+	th := startHub(t, nil)
+	te := startEdge(t, func(c *Config) {
+		c.Admission.Enabled = true
+		c.Admission.Shedder = limit.ShedderConfig{Target: 10 * time.Millisecond, EvalInterval: time.Millisecond, MinSamples: 1,
+			RiseDwell: time.Millisecond, FallDwell: time.Hour, MaxFallDwell: time.Hour, SeverRate: 1000}
+	}, th)
+	p2 := welcomed(t, te, 2)
+	p0 := welcomed(t, te, 0)
+
+	raise(t, te, limit.StageRejectP2)
+	r := dialRawGRPC(t, te)
+	h := helloFrame(token(t, tokenOpts{}))
+	h.GetHello().Priority = corralv1.Priority_PRIORITY_P2
+	r.send(t, h)
+	_, err := r.end(t)
+	if c := wire.CloseFromStatus(err); c.Code != wire.CloseTryAgainLater || c.RetryAfter <= 0 {
+		t.Fatalf("new P2 in %v: %v, want 1013 with a retry hint", te.adm.shedder.Stage(), c)
+	}
+	welcomed(t, te, 0).cancel()
+
+	raise(t, te, limit.StageSeverP2)
+	// Severing goes on while the evaluations find the overload: keep
+	// feeding it until the P2 session is severed.
+	testkit.WaitFor(t, 10*time.Second, "the P2 session severed", func() bool {
+		for range 5 {
+			te.adm.shedder.Observe(time.Second)
+		}
+		time.Sleep(2 * time.Millisecond)
+		return te.severOnce() > 0
+	})
+	frames, err := p2.end(t)
+	var g *corralv1.GoAway
+	for _, f := range frames {
+		if f.GetGoAway() != nil {
+			g = f.GetGoAway()
+		}
+	}
+	if g == nil || g.GetRetryAfterMs() == 0 || wire.CloseFromStatus(err).Code != wire.CloseGoingAway {
+		t.Fatalf("severed P2: frames %v, end %v; want GoAway with a hint, then 1001", frames, err)
+	}
+	p0.send(t, &corralv1.ClientFrame{Id: 9, Frame: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{}}})
+	if f, err := p0.stream.Recv(); err != nil || f.GetPong() == nil {
+		t.Fatalf("P0 after the severing: %v %v, want it open", f, err)
+	}
+
+	raise(t, te, limit.StageLifeboat)
+	resp, err := http.Get("http://" + te.Addr().String() + "/v1/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != http.StatusServiceUnavailable || ra < 1 {
+		t.Fatalf("upgrade in the lifeboat: %s, Retry-After %q; want 503 with a hint", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	r = dialRawGRPC(t, te)
+	_, err = r.stream.Recv()
+	if status.Code(err) != codes.Unavailable || len(r.stream.Trailer().Get("grpc-retry-pushback-ms")) != 1 {
+		t.Fatalf("gRPC stream in the lifeboat: %v, trailer %v; want Unavailable with grpc-retry-pushback-ms", err, r.stream.Trailer())
+	}
+	// P0 sessions already open are untouched by latency: only a resource
+	// emergency severs them.
+	p0.send(t, &corralv1.ClientFrame{Id: 10, Frame: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{}}})
+	if f, err := p0.stream.Recv(); err != nil || f.GetPong() == nil {
+		t.Fatalf("P0 in the lifeboat: %v %v, want it open", f, err)
+	}
+}

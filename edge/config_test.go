@@ -1,0 +1,56 @@
+package edge
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/config"
+)
+
+func TestValidateNamesTheKey(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		key  string
+	}{
+		{"no listener", func(c *Config) { c.Listen, c.GRPCListen = "", "" }, "listen"},
+		{"tls with the WebSocket listener", func(c *Config) { c.TLS.CertFile, c.TLS.KeyFile = "c.pem", "k.pem" }, "listen"},
+		{"tls without a key", func(c *Config) { c.Listen, c.TLS.CertFile = "", "c.pem" }, "tls.key_file"},
+		{"bad grpc_listen", func(c *Config) { c.GRPCListen = "nope" }, "grpc_listen"},
+		{"no origins", func(c *Config) { c.Origins.Static = nil }, "origins"},
+		{"no relay key", func(c *Config) { c.Relay.Key = "" }, "relay.key"},
+		{"short relay key", func(c *Config) { c.Relay.Key = "short" }, "relay.key"},
+		{"key and key_env", func(c *Config) { c.Relay.KeyEnv = "HOME" }, "relay.key_env"},
+		{"too many streams", func(c *Config) { c.Relay.Streams = 65 }, "relay.streams"},
+		{"negative ping interval", func(c *Config) { c.Session.PingInterval = -time.Second }, "session.ping_interval"},
+		{"tiny outbound queue", func(c *Config) { c.Session.OutboundBytes = 10 }, "session.outbound_bytes"},
+		{"negative publish rate", func(c *Config) { c.Session.PublishRate = -1 }, "session.publish_rate"},
+		{"huge frames", func(c *Config) { c.Wire.MaxFrameBytes = 1 << 30 }, "wire"},
+		{"sub-second max age", func(c *Config) { c.MaxSessionAge = time.Millisecond }, "max_session_age"},
+		{"negative drain rate", func(c *Config) { c.Drain.Rate = -1 }, "drain.rate"},
+		{"bad shedder", func(c *Config) { c.Admission.Enabled = true; c.Admission.Shedder.SeverRate = -1 }, "admission.shedder"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig("127.0.0.1:7401")
+			tc.mod(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("valid, want an error")
+			}
+			var fe *config.FieldError
+			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Path, tc.key) {
+				t.Fatalf("error %q does not name %s", err, tc.key)
+			}
+			if !strings.Contains(err.Error(), "edge: ") && !strings.Contains(err.Error(), "wire: ") && !strings.Contains(err.Error(), "tlsconf: ") {
+				t.Errorf("error %q does not start with the package", err)
+			}
+		})
+	}
+	c := testConfig("127.0.0.1:7401")
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the test config: %v", err)
+	}
+}

@@ -1,0 +1,136 @@
+package edge
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// goAwayOf returns the GoAway among frames, nil when there is none.
+func goAwayOf(frames []*corralv1.ServerFrame) *corralv1.GoAway {
+	for _, f := range frames {
+		if g := f.GetGoAway(); g != nil {
+			return g
+		}
+	}
+	return nil
+}
+
+// TestDrainSendsJitteredGoAways: Shutdown sends every session a GoAway
+// marked drain with a hint of drain.retry_after plus up to 100 % jitter,
+// then 1001; Ready fails from the start of the drain.
+func TestDrainSendsJitteredGoAways(t *testing.T) {
+	th := startHub(t, nil)
+	te := startEdge(t, func(c *Config) { c.Drain.RetryAfter = 2 * time.Second }, th)
+	var rs []*rawGRPC
+	for range 8 {
+		rs = append(rs, welcomed(t, te, 2))
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- te.Shutdown(ctx)
+	}()
+	hints := map[uint32]bool{}
+	for i, r := range rs {
+		frames, err := r.end(t)
+		g := goAwayOf(frames)
+		if g == nil || !g.GetDrain() {
+			t.Fatalf("session %d: frames %v: want a drain GoAway", i, frames)
+		}
+		if ms := g.GetRetryAfterMs(); ms < 2000 || ms > 4000 {
+			t.Errorf("session %d: hint %d ms, want 2 s plus up to 100 %%", i, ms)
+		}
+		hints[g.GetRetryAfterMs()] = true
+		if c := wire.CloseFromStatus(err); c.Code != wire.CloseGoingAway {
+			t.Errorf("session %d: closed with %v, want 1001", i, c.Code)
+		}
+		if te.Ready() == nil {
+			t.Error("Ready while draining")
+		}
+	}
+	if len(hints) < 2 {
+		t.Errorf("every hint is the same (%v): want them jittered", hints)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMaxSessionAge: a session ends at max_session_age (+-10 %) with a
+// GoAway and a retry hint; the hub's session ends with it.
+func TestMaxSessionAge(t *testing.T) {
+	th := startHub(t, nil)
+	te := startEdge(t, func(c *Config) {
+		c.MaxSessionAge = time.Second
+		c.Session.PingInterval = 2 * time.Second // ticks every 500 ms; the raw device answers no ping
+	}, th)
+	start := time.Now()
+	r := welcomed(t, te, 2)
+	frames, err := r.end(t)
+	age := time.Since(start)
+	g := goAwayOf(frames)
+	if g == nil || g.GetRetryAfterMs() == 0 || wire.CloseFromStatus(err).Code != wire.CloseGoingAway {
+		t.Fatalf("frames %v, end %v: want a GoAway with a hint, then 1001", frames, err)
+	}
+	if age < 900*time.Millisecond {
+		t.Errorf("ended after %v, before max_session_age -10 %%", age)
+	}
+	noHubSessions(t, th)
+}
+
+// noHubSessions waits until the hub has no session left.
+func noHubSessions(t *testing.T, th *testHub) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for th.Sessions() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hub still holds %d sessions", th.Sessions())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSlowDeviceDoesNotHoldTheStream: a device that reads nothing is
+// closed with 4000 when its queue overflows, while a device on the same
+// Relay stream gets every message.
+func TestSlowDeviceDoesNotHoldTheStream(t *testing.T) {
+	th := startHub(t, func(c *hub.Config) { c.Session.OutboundBytes = 1 << 20 })
+	te := startEdge(t, func(c *Config) {
+		c.Session.OutboundBytes = 64 << 10
+		c.Relay.Streams = 1
+	}, th)
+	slow := welcomed(t, te, 0)
+	slow.send(t, &corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: "firehose"}}})
+	if f, err := slow.stream.Recv(); err != nil || f.GetSubscribed() == nil {
+		t.Fatalf("slow: %v %v", f, err)
+	}
+	fast := welcomed(t, te, 0)
+	fast.send(t, &corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: "firehose"}}})
+	if f, err := fast.stream.Recv(); err != nil || f.GetSubscribed() == nil {
+		t.Fatalf("fast: %v %v", f, err)
+	}
+	// One message at a time, each received by the fast device before the
+	// next: the slow device's HTTP/2 window (64 KiB) and its queue at the
+	// edge (64 KiB) fill after about 130 of them.
+	ctx := context.Background()
+	const n = 400
+	for i := range n {
+		if _, err := th.Publish(ctx, hub.PublishRequest{Tenant: "acme", Channel: "firehose", Priority: corralv1.Priority_PRIORITY_P0, Data: make([]byte, 1024)}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := fast.stream.Recv()
+		if err != nil || f.GetMessage() == nil {
+			t.Fatalf("fast device, message %d: %v %v", i, f, err)
+		}
+	}
+	_, err := slow.end(t)
+	if c := wire.CloseFromStatus(err); c.Code != wire.CloseSlowConsumer {
+		t.Fatalf("slow device closed with %v (%v), want 4000", c.Code, err)
+	}
+}

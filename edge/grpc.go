@@ -1,0 +1,183 @@
+package edge
+
+import (
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// The device gRPC listener: Corral.Connect, the same session as over
+// WebSocket. Publish and Relay are not served at the edge (Unimplemented).
+
+// grpcService implements the Connect method of corralv1.CorralServer.
+type grpcService struct {
+	corralv1.UnimplementedCorralServer
+	e *Edge
+}
+
+func (e *Edge) newGRPCServer() *grpc.Server {
+	max := e.check.Config().MaxFrameBytes
+	var creds []grpc.ServerOption
+	if e.tls != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(e.tls.ServerConfig("h2"))))
+	}
+	s := grpc.NewServer(append(creds,
+		grpc.MaxRecvMsgSize(max),
+		grpc.MaxSendMsgSize(wire.HardMaxFrameBytes),
+		// Every connection is bounded, as on the hub: a silent TCP
+		// connection by the handshake timeout, one without a stream by
+		// MaxConnectionIdle, a vanished peer by keepalive pings, a client
+		// pinging too often by the enforcement policy.
+		grpc.ConnectionTimeout(e.sess.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 60 * time.Second, Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second}),
+	)...)
+	corralv1.RegisterCorralServer(s, &grpcService{e: e})
+	return s
+}
+
+// errStalled is the write error of a device that has read nothing for
+// the write timeout.
+var errStalled = errors.New("edge: write timeout: the device does not read")
+
+func errStalledIs(err error) bool { return errors.Is(err, errStalled) }
+
+// grpcDevice adapts a Connect stream to a session.
+type grpcDevice struct {
+	stream corralv1.Corral_ConnectServer
+	addr   string
+	once   sync.Once
+	done   chan struct{}
+	final  wire.Close // written before done is closed
+
+	// A Send blocks while the device does not read (flow control): the
+	// watchdog closes the session with 4000 when one has been blocked for
+	// the write timeout.
+	s         atomic.Pointer[session]
+	timeout   time.Duration
+	sendStart atomic.Int64
+	watchdog  *time.Timer // writer goroutine only
+}
+
+func (d *grpcDevice) kind() string       { return "grpc" }
+func (d *grpcDevice) remoteAddr() string { return d.addr }
+
+func (d *grpcDevice) write(f *corralv1.ServerFrame) error {
+	d.sendStart.Store(time.Now().UnixNano())
+	if d.watchdog == nil {
+		d.watchdog = time.AfterFunc(d.timeout, d.stalled)
+	} else {
+		d.watchdog.Reset(d.timeout)
+	}
+	err := d.stream.Send(f)
+	d.sendStart.Store(0)
+	d.watchdog.Stop()
+	return err
+}
+
+func (d *grpcDevice) stalled() {
+	st := d.sendStart.Load()
+	if st == 0 || time.Since(time.Unix(0, st)) < d.timeout {
+		return
+	}
+	if s := d.s.Load(); s != nil {
+		s.close(wire.Close{Code: wire.CloseSlowConsumer, Text: "the device does not read"}, true)
+	}
+}
+
+func (d *grpcDevice) closeWith(c wire.Close) {
+	d.once.Do(func() {
+		d.final = c
+		close(d.done)
+	})
+}
+
+func (d *grpcDevice) abort() {
+	if s := d.s.Load(); s != nil {
+		s.mu.Lock()
+		c := wire.Close{Code: wire.CloseGoingAway, Text: "aborted"}
+		if s.closeMsg != nil {
+			c = *s.closeMsg
+		}
+		s.mu.Unlock()
+		d.closeWith(c)
+		return
+	}
+	d.closeWith(wire.Close{Code: wire.CloseGoingAway, Text: "aborted"})
+}
+
+// Connect is one device session over gRPC. The handler's goroutine waits
+// for the session to end and returns its close as the stream status (with
+// grpc-retry-pushback-ms for a close with a retry hint); a second
+// goroutine reads frames.
+func (g *grpcService) Connect(stream corralv1.Corral_ConnectServer) error {
+	e := g.e
+	if ra, refuse := e.refuseConnection(); refuse {
+		return grpcStatus(stream, wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "edge overloaded or draining"})
+	}
+	d := &grpcDevice{stream: stream, done: make(chan struct{}), timeout: e.sess.WriteTimeout}
+	if p, ok := peer.FromContext(stream.Context()); ok && p.Addr != nil {
+		d.addr = p.Addr.String()
+	}
+	s := e.newSession(d)
+	d.s.Store(s)
+	ctx := stream.Context()
+	go func() {
+		for {
+			f, err := stream.Recv()
+			if err != nil {
+				c := wire.Close{Code: wire.CloseNormal, Text: "device closed"}
+				if !errors.Is(err, io.EOF) && status.Code(err) != codes.Canceled {
+					c = wire.CloseFromStatus(err)
+					if status.Code(err) == codes.ResourceExhausted {
+						c = wire.Close{Code: wire.CloseTooBig, Text: "frame too big"}
+					}
+				}
+				if c.Code == wire.CloseNormal {
+					s.peerGone(c)
+				} else {
+					s.close(c, true)
+				}
+				return
+			}
+			if f.GetFrame() == nil {
+				s.close(wire.Close{Code: wire.CloseProtocolError, Text: "empty frame"}, true)
+				return
+			}
+			s.handle(f)
+		}
+	}()
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		s.peerGone(wire.Close{Code: wire.CloseNormal, Text: "stream ended"})
+		<-d.done
+	}
+	return grpcStatus(stream, d.final)
+}
+
+// grpcStatus returns the stream status of c, and sets the
+// grpc-retry-pushback-ms trailer when c carries a retry hint.
+func grpcStatus(stream grpc.ServerStream, c wire.Close) error {
+	if c.Code == wire.CloseNormal {
+		return nil
+	}
+	if c.RetryAfter > 0 {
+		stream.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", strconv.FormatInt(c.RetryAfter.Milliseconds(), 10)))
+	}
+	return c.Status().Err()
+}

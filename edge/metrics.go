@@ -1,0 +1,114 @@
+package edge
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralhq/corral/limit"
+	"github.com/corralhq/corral/wire"
+)
+
+// metrics are the edge's Prometheus series, registered on the Registerer of
+// Options (never a global one). Labelled series with fixed label values
+// are created at zero, so that rates work from the first scrape.
+type metrics struct {
+	sessions       *prometheus.GaugeVec   // transport
+	opened         *prometheus.CounterVec // transport
+	closes         *prometheus.CounterVec // code
+	framesIn       *prometheus.CounterVec // type
+	relayStreams   *prometheus.GaugeVec   // origin
+	streamFailures *prometheus.CounterVec // origin
+	shed           *prometheus.CounterVec // action, priority
+	slow           prometheus.Counter
+	replayServed   prometheus.Counter
+	handshake      prometheus.Histogram
+}
+
+// The label values of the edge's series.
+var (
+	labelTransports  = []string{"ws", "grpc"}
+	labelFrameTypes  = []string{"hello", "subscribe", "unsubscribe", "publish", "ack", "ping", "pong"}
+	labelShedActions = []string{"reject", "reject_handshake", "reject_publish", "reject_connection", "sever", "drain", "max_age", "origin_lost"}
+	labelPriorities  = []string{"p0", "p1", "p2"}
+)
+
+func priorityLabel(rank int) string {
+	if rank >= 0 && rank < len(labelPriorities) {
+		return labelPriorities[rank]
+	}
+	return labelPriorities[len(labelPriorities)-1]
+}
+
+// closeCodeLabel is the number of a code of wire's table, "other" for any
+// other code (a device chooses its own close code, not the series).
+func closeCodeLabel(c wire.CloseCode) string {
+	if c.Known() {
+		return strconv.Itoa(int(c))
+	}
+	return "other"
+}
+
+func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "corral_edge_sessions",
+			Help: "Open device sessions (after the origin's Welcome), by transport (ws, grpc)."}, []string{"transport"}),
+		opened: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_sessions_opened_total",
+			Help: "Device connections accepted (before Hello), by transport (ws, grpc)."}, []string{"transport"}),
+		closes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_session_closes_total",
+			Help: "Device sessions closed, by code (a close code of wire's table, or other)."}, []string{"code"}),
+		framesIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_frames_received_total",
+			Help: "Device frames that passed the frame checks, by type (hello, subscribe, unsubscribe, publish, ack, ping, pong)."}, []string{"type"}),
+		relayStreams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "corral_edge_relay_streams",
+			Help: "Open Relay streams to each origin address."}, []string{"origin"}),
+		streamFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_relay_stream_failures_total",
+			Help: "Relay streams that broke, by origin address."}, []string{"origin"}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_shed_total",
+			Help: "Sessions and publishes refused or sent away, by action (reject, reject_handshake, reject_publish, reject_connection, sever, drain, max_age, origin_lost) and priority (p0, p1, p2)."},
+			[]string{"action", "priority"}),
+		slow: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_slow_consumers_total",
+			Help: "Device sessions closed with 4000 because their outbound queue overflowed."}),
+		replayServed: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_replay_messages_served_total",
+			Help: "Messages sent to devices from the replay cache (the resumes it covered)."}),
+		handshake: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "corral_edge_handshake_duration_seconds",
+			Help:    "Time from a device's Hello to the origin's Welcome.",
+			Buckets: prometheus.ExponentialBucketsRange(0.0005, 10, 16)}),
+	}
+	for _, t := range labelTransports {
+		m.sessions.WithLabelValues(t)
+		m.opened.WithLabelValues(t)
+	}
+	for _, c := range wire.CloseCodes() {
+		m.closes.WithLabelValues(closeCodeLabel(c))
+	}
+	for _, t := range labelFrameTypes {
+		m.framesIn.WithLabelValues(t)
+	}
+	for _, a := range labelShedActions {
+		for _, p := range labelPriorities {
+			m.shed.WithLabelValues(a, p)
+		}
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.replayServed, m.handshake} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("edge: metrics: %w", err)
+		}
+	}
+	for _, l := range []struct {
+		sub string
+		lim *limit.Limiter
+		sh  *limit.Shedder
+	}{{"edge_handshake", e.adm.handshake, nil}, {"edge_messages", e.adm.messages, nil}, {"edge_overload", nil, e.adm.shedder}} {
+		if l.lim == nil && l.sh == nil {
+			continue
+		}
+		if _, err := limit.NewCollector(limit.MetricsConfig{Registerer: reg, Subsystem: l.sub, Limiter: l.lim, Shedder: l.sh}); err != nil {
+			return nil, fmt.Errorf("edge: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,438 @@
+package edge
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// The upstream side: one grpc.ClientConn (one HTTP/2 connection) per origin
+// address, relay.streams Relay streams on it, and the device sessions
+// spread over the streams, each tagged with a number unique on its stream.
+// Each stream has one receiving goroutine, which hands every frame to its
+// session's bounded queue (never blocking on a device), and one sending
+// goroutine, which drains the stream's send queue.
+
+// upstream holds the connections to the origins.
+type upstream struct {
+	e      *Edge
+	ctx    context.Context // the streams' context, cancelled by close
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	conns map[string]*originConn
+	shut  bool
+}
+
+func newUpstream(e *Edge) *upstream {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &upstream{e: e, ctx: ctx, cancel: cancel, conns: make(map[string]*originConn)}
+}
+
+// originConn is the connection to one origin address and its streams.
+type originConn struct {
+	u    *upstream
+	addr string
+	cc   *grpc.ClientConn
+
+	mu      sync.Mutex // serialises opening streams
+	streams []*relayStream
+}
+
+// relayStream is one Relay stream and the sessions on it.
+type relayStream struct {
+	oc     *originConn
+	stream corralv1.Corral_RelayClient
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[uint64]*session
+	nextTag  uint64
+	broken   bool
+
+	sendMu    sync.Mutex
+	sendCond  *sync.Cond // on sendMu: the queue has frames, or room
+	sendQ     []*corralv1.RelayFrame
+	sendBytes int
+	sendDone  bool // the stream is over: frames are dropped
+}
+
+// open puts s on a Relay stream of an origin picked for it, and tells the
+// hub (RelayOpen). It returns false when no origin can take the session.
+func (u *upstream) open(s *session, key string) bool {
+	e := u.e
+	for attempt := 0; attempt < 2; attempt++ {
+		o, err := e.origins.Pick(key)
+		if err != nil {
+			return false
+		}
+		rs, err := u.stream(o.Addr())
+		if err != nil {
+			e.log.Warn("edge: relay stream failed to open", "origin", o.Addr(), "err", err)
+			o.HandshakeDone(OriginFailure)
+			continue
+		}
+		tag, ok := rs.add(s)
+		if !ok {
+			o.HandshakeDone(OriginNeutral)
+			continue
+		}
+		s.mu.Lock()
+		closing := s.closing
+		if !closing {
+			s.up, s.tag, s.origin, s.hsOpen = rs, tag, o, true
+			s.helloAt.Store(e.now().UnixNano())
+			s.state.Store(stateHello)
+		}
+		s.mu.Unlock()
+		if closing {
+			rs.remove(tag)
+			o.HandshakeDone(OriginNeutral)
+			return true // closed meanwhile: nothing more to do
+		}
+		rs.send(&corralv1.RelayFrame{Session: tag, Frame: &corralv1.RelayFrame_Open{Open: &corralv1.RelayOpen{
+			RemoteAddr: s.dev.remoteAddr(), Transport: s.dev.kind(),
+		}}}, false)
+		return true
+	}
+	return false
+}
+
+// stream returns the least loaded live stream to addr, opening the
+// connection and streams as needed.
+func (u *upstream) stream(addr string) (*relayStream, error) {
+	oc, err := u.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	var best *relayStream
+	bestN, free := -1, -1
+	for i, rs := range oc.streams {
+		if rs == nil || rs.isBroken() {
+			if free < 0 {
+				free = i
+			}
+			continue
+		}
+		if n := rs.count(); best == nil || n < bestN {
+			best, bestN = rs, n
+		}
+	}
+	if free >= 0 && (best == nil || bestN > 0) {
+		rs, err := oc.openStream()
+		if err != nil {
+			if best != nil {
+				return best, nil
+			}
+			return nil, err
+		}
+		oc.streams[free] = rs
+		return rs, nil
+	}
+	if best == nil {
+		return nil, errors.New("edge: no relay stream")
+	}
+	return best, nil
+}
+
+// conn returns the connection to addr, creating it (without I/O: gRPC
+// connects on the first stream).
+func (u *upstream) conn(addr string) (*originConn, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.shut {
+		return nil, errors.New("edge: stopped")
+	}
+	if oc, ok := u.conns[addr]; ok {
+		return oc, nil
+	}
+	maxMsg := wire.HardMaxFrameBytes + 1<<10
+	cc, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: 5 * time.Second}),
+		// The hub's enforcement policy allows a ping every 10 s with
+		// streams open.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	oc := &originConn{u: u, addr: addr, cc: cc, streams: make([]*relayStream, u.e.relayCfg.Streams)}
+	u.conns[addr] = oc
+	return oc, nil
+}
+
+// openStream opens one Relay stream, authenticated with the relay key,
+// and starts its two goroutines. oc.mu is held.
+func (oc *originConn) openStream() (*relayStream, error) {
+	e := oc.u.e
+	ctx, cancel := context.WithCancel(oc.u.ctx)
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+e.relayKey)
+	st, err := corralv1.NewCorralClient(oc.cc).Relay(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rs := &relayStream{oc: oc, stream: st, cancel: cancel, sessions: make(map[uint64]*session)}
+	rs.sendCond = sync.NewCond(&rs.sendMu)
+	e.metrics.relayStreams.WithLabelValues(oc.addr).Inc()
+	go rs.recvLoop()
+	go rs.sendLoop()
+	return rs, nil
+}
+
+func (rs *relayStream) isBroken() bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.broken
+}
+
+func (rs *relayStream) count() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return len(rs.sessions)
+}
+
+// add gives s a tag on the stream.
+func (rs *relayStream) add(s *session) (uint64, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.broken {
+		return 0, false
+	}
+	rs.nextTag++
+	rs.sessions[rs.nextTag] = s
+	return rs.nextTag, true
+}
+
+func (rs *relayStream) remove(tag uint64) {
+	rs.mu.Lock()
+	delete(rs.sessions, tag)
+	rs.mu.Unlock()
+}
+
+// forget removes a torn-down session from its stream.
+func (rs *relayStream) forget(s *session) {
+	rs.mu.Lock()
+	if rs.sessions[s.tag] == s {
+		delete(rs.sessions, s.tag)
+	}
+	rs.mu.Unlock()
+}
+
+// send queues f for the stream. With wait, the caller (a device's reader)
+// waits while the queue is full, which stops reading that device; without
+// it (RelayOpen, RelayClose, frames from the receiving goroutine) f is
+// queued whatever the bound.
+func (rs *relayStream) send(f *corralv1.RelayFrame, wait bool) {
+	size := proto.Size(f)
+	limit := rs.oc.u.e.relayCfg.SendQueueBytes
+	rs.sendMu.Lock()
+	defer rs.sendMu.Unlock()
+	for wait && !rs.sendDone && rs.sendBytes > 0 && rs.sendBytes+size > limit {
+		rs.sendCond.Wait()
+	}
+	if rs.sendDone {
+		return
+	}
+	rs.sendQ = append(rs.sendQ, f)
+	rs.sendBytes += size
+	rs.sendCond.Broadcast()
+}
+
+// sendLoop writes the queued frames to the stream, in order.
+func (rs *relayStream) sendLoop() {
+	for {
+		rs.sendMu.Lock()
+		for len(rs.sendQ) == 0 && !rs.sendDone {
+			rs.sendCond.Wait()
+		}
+		if rs.sendDone {
+			rs.sendMu.Unlock()
+			return
+		}
+		batch := rs.sendQ
+		rs.sendQ = nil
+		rs.sendMu.Unlock()
+		for i, f := range batch {
+			if err := rs.stream.Send(f); err != nil {
+				// Recv sees the cause and breaks the stream.
+				rs.finishSends()
+				return
+			}
+			size := proto.Size(f)
+			batch[i] = nil
+			rs.sendMu.Lock()
+			rs.sendBytes -= size
+			rs.sendCond.Broadcast()
+			rs.sendMu.Unlock()
+		}
+	}
+}
+
+// finishSends ends the send side: queued frames are dropped and waiting
+// devices released.
+func (rs *relayStream) finishSends() {
+	rs.sendMu.Lock()
+	rs.sendDone = true
+	rs.sendQ, rs.sendBytes = nil, 0
+	rs.sendCond.Broadcast()
+	rs.sendMu.Unlock()
+}
+
+// recvLoop demultiplexes the hub's frames by tag until the stream ends.
+func (rs *relayStream) recvLoop() {
+	e := rs.oc.u.e
+	for {
+		f, err := rs.stream.Recv()
+		if err != nil {
+			rs.fail(err)
+			return
+		}
+		rs.mu.Lock()
+		s := rs.sessions[f.GetSession()]
+		rs.mu.Unlock()
+		if s == nil {
+			continue // a session that closed meanwhile
+		}
+		switch fr := f.GetFrame().(type) {
+		case *corralv1.RelayFrame_Server:
+			s.fromUpstream(fr.Server)
+		case *corralv1.RelayFrame_Close:
+			rs.remove(f.GetSession())
+			s.upstreamClosed(wire.CloseFromRelay(fr.Close))
+		default:
+			e.log.Debug("edge: unexpected relay frame from the origin", "origin", rs.oc.addr)
+		}
+	}
+}
+
+// fail ends the stream after err: every session on it gets its GoAway and
+// the origin is told.
+func (rs *relayStream) fail(err error) {
+	e := rs.oc.u.e
+	rs.mu.Lock()
+	rs.broken = true
+	sessions := rs.sessions
+	rs.sessions = make(map[uint64]*session)
+	rs.mu.Unlock()
+	rs.finishSends()
+	rs.cancel()
+	e.metrics.relayStreams.WithLabelValues(rs.oc.addr).Dec()
+	stopping := rs.oc.u.ctx.Err() != nil
+	if !stopping {
+		code := status.Code(err)
+		if code == codes.Unauthenticated || code == codes.PermissionDenied {
+			e.log.Error("edge: the origin refused the relay key", "origin", rs.oc.addr, "err", err)
+		} else if !errors.Is(err, io.EOF) {
+			e.log.Warn("edge: relay stream broke", "origin", rs.oc.addr, "sessions", len(sessions), "err", err)
+		}
+		if o := rs.origin(); o != nil {
+			o.Report(OriginFailure)
+		}
+		e.origins.Refresh() // the origin may have left the answer
+		e.metrics.streamFailures.WithLabelValues(rs.oc.addr).Inc()
+	}
+	for _, s := range sessions {
+		s.streamBroken()
+	}
+}
+
+// retire closes the connections to the addresses that left the answer
+// and carry no session any more (those with sessions stay until the
+// sessions end: max_session_age moves them).
+func (u *upstream) retire(list []*Origin) {
+	in := make(map[string]bool, len(list))
+	for _, o := range list {
+		in[o.Addr()] = true
+	}
+	u.mu.Lock()
+	var idle []*originConn
+	for addr, oc := range u.conns {
+		if !in[addr] && oc.idle() {
+			idle = append(idle, oc)
+			delete(u.conns, addr)
+		}
+	}
+	u.mu.Unlock()
+	for _, oc := range idle {
+		_ = oc.cc.Close()
+	}
+}
+
+// idle reports whether no stream of oc carries a session.
+func (oc *originConn) idle() bool {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	for _, rs := range oc.streams {
+		if rs != nil && rs.count() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// close ends every stream and connection (Run's end).
+func (u *upstream) close() {
+	u.mu.Lock()
+	u.shut = true
+	conns := u.conns
+	u.conns = map[string]*originConn{}
+	u.mu.Unlock()
+	u.cancel()
+	for _, oc := range conns {
+		_ = oc.cc.Close()
+	}
+}
+
+// tokenTenantHint reads the tenant claim of a JWT without verifying it:
+// only to route (shard) the session. The hub verifies the token; nothing
+// the edge trusts comes from here.
+func tokenTenantHint(tok string) string {
+	parts := strings.SplitN(tok, ".", 3)
+	if len(parts) != 3 || len(parts[1]) > 8<<10 {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		Tenant string `json:"tenant"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return ""
+	}
+	return c.Tenant
+}
+
+// origin returns the Origin of the stream's address in the current set,
+// nil when it left the answer.
+func (rs *relayStream) origin() *Origin {
+	for _, o := range rs.oc.u.e.origins.List() {
+		if o.Addr() == rs.oc.addr {
+			return o
+		}
+	}
+	return nil
+}
