@@ -18,8 +18,8 @@ import (
 // question as asked (case included), the records chosen by the set's
 // policy from the health read now, the OPT with the DO bit echoed, TC when
 // the answer does not fit, the same rate limiting and metrics. It reports
-// false, having changed nothing, for every other packet: the general path
-// then answers it from scratch.
+// false for every other packet, before it has drawn, limited or counted
+// anything: the general path then answers it from scratch.
 //
 // Nothing is cached between queries: the set comes from the zones of st
 // (the state a reload swaps) and its records are selected per query, so

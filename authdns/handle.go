@@ -104,9 +104,14 @@ func (w *worker) answerFrom(i int, reqs [][]byte, clients []netip.Addr, out []by
 		}
 	}()
 	for ; i < len(reqs); i++ {
-		// Over UDP a response is there exactly when the outcome is
-		// outAnswer (no transfers).
-		resps[i], _ = w.serve(reqs[i], clients[i], false, out[i*slot:i*slot:(i+1)*slot])
+		// serve, inline: over UDP a response is there exactly when the
+		// outcome is outAnswer (no transfers).
+		st, b := w.srv.state.Load(), out[i*slot:i*slot:(i+1)*slot]
+		resp, ok := w.fast(st, reqs[i], clients[i], false, b)
+		if !ok {
+			resp, _ = w.general(st, reqs[i], clients[i], false, b)
+		}
+		resps[i] = resp
 	}
 	return i
 }

@@ -120,20 +120,21 @@ func (s *stats) count(qtype uint16, rcode, policy, size int, tc bool) {
 // addition per counter instead of one per answer. The zero value is an
 // empty run.
 type run struct {
-	n, size       uint64
-	qtype, bucket uint8
-	policy        int
+	n, size uint64
+	// key is the query type's slot in stats.qtype << 16 | the size
+	// bucket << 8 | the policy index + 1 (0 for none).
+	key uint32
 }
 
 // tally counts one NOERROR answer of the fast path, of size bytes, with
 // the policy index + 1 (0 for none).
 func (w *worker) tally(qtype uint16, policy, size int) {
 	r := &w.run
-	qi, b := qtypeSlot(qtype), uint8(sizeBucket(size))
-	if r.n > 0 && (r.qtype != qi || r.bucket != b || r.policy != policy) {
+	key := uint32(qtypeSlot(qtype))<<16 | uint32(sizeBucket(size))<<8 | uint32(policy)
+	if key != r.key && r.n > 0 {
 		w.flush()
 	}
-	r.qtype, r.bucket, r.policy = qi, b, policy
+	r.key = key
 	r.n++
 	r.size += uint64(size)
 }
@@ -147,12 +148,12 @@ func (w *worker) flush() {
 		return
 	}
 	s := w.st
-	s.qtype[r.qtype].Add(r.n)
+	s.qtype[uint8(r.key>>16)].Add(r.n)
 	s.rcode[rcodeNoError].Add(r.n)
-	if r.policy > 0 {
-		s.policy[r.policy-1].Add(r.n)
+	if p := uint8(r.key); p > 0 {
+		s.policy[p-1].Add(r.n)
 	}
-	s.size[r.bucket].Add(r.n)
+	s.size[uint8(r.key>>8)].Add(r.n)
 	s.sizeSum.Add(r.size)
 	r.n, r.size = 0, 0
 }
