@@ -164,6 +164,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	cfg.TLS = withSessionCache(cfg.TLS) // one cache for the Client's reconnects
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		cfg: cfg, ctx: cctx, cancel: cancel, done: make(chan struct{}),

@@ -31,7 +31,10 @@ type Config struct {
 	Transport string
 	// TLS configures wss:// and grpcs:// connections: RootCAs for a private
 	// CA, InsecureSkipVerify for tests only. nil uses the system roots.
-	// ServerName defaults to the host of the address.
+	// ServerName defaults to the host of the address. Without a
+	// ClientSessionCache the Client keeps one of its own, so that its
+	// reconnects resume their TLS sessions (a ticket per server name)
+	// instead of repeating the full handshake.
 	TLS *tls.Config
 	// Resolve returns the addresses of a host name. nil uses the system
 	// resolver (every A and AAAA record).
@@ -112,6 +115,24 @@ func (c Config) withDefaults() Config {
 	if c.Resolve == nil {
 		c.Resolve = lookupIP
 	}
+	return c
+}
+
+// sessionCacheSize is how many server names a Client keeps a TLS session
+// ticket for.
+const sessionCacheSize = 64
+
+// withSessionCache returns the TLS configuration of one Client: tc (nil:
+// the default) with a session cache of the Client's own when tc has none.
+func withSessionCache(tc *tls.Config) *tls.Config {
+	if tc != nil && tc.ClientSessionCache != nil {
+		return tc
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if tc != nil {
+		c = tc.Clone()
+	}
+	c.ClientSessionCache = tls.NewLRUClientSessionCache(sessionCacheSize)
 	return c
 }
 

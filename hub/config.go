@@ -58,6 +58,9 @@ type Config struct {
 	// Relay lets edges carry device sessions to this hub over
 	// Corral.Relay (relay.go). The zero value refuses every Relay stream.
 	Relay RelayConfig `yaml:"relay"`
+	// TLS, when its cert_file and key_file are set, serves both listeners
+	// over TLS (wss and grpcs, tls.go). The zero value serves plaintext.
+	TLS TLSConfig `yaml:"tls"`
 }
 
 // RelayConfig lists the keys an edge may open Corral.Relay streams with.
@@ -295,6 +298,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Relay.Validate(); err != nil {
 		return config.Field("relay", err)
+	}
+	if err := c.TLS.tlsconf().Validate(); err != nil {
+		return config.Field("tls", err)
 	}
 	s := c.Session
 	for _, d := range []struct {

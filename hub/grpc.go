@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -28,7 +29,11 @@ type grpcService struct {
 
 func (h *Hub) newGRPCServer() *grpc.Server {
 	c := h.conns
-	s := grpc.NewServer(
+	var creds []grpc.ServerOption
+	if h.tls != nil { // grpcs; the handshake is bounded by ConnectionTimeout
+		creds = append(creds, grpc.Creds(credentials.NewTLS(h.tls.ServerConfig("h2"))))
+	}
+	s := grpc.NewServer(append(creds,
 		// Room for a frame of max_frame_bytes in a RelayFrame, and on
 		// receipt for one up to twice that, which closes its own session
 		// (1009) rather than the whole Relay stream: Connect and Relay
@@ -46,7 +51,7 @@ func (h *Hub) newGRPCServer() *grpc.Server {
 			Timeout:           c.GRPCKeepaliveTimeout,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.GRPCMinPingInterval}),
-	)
+	)...)
 	corralv1.RegisterCorralServer(s, &grpcService{h: h})
 	h.registerGRPCOps(s)
 	return s

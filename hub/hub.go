@@ -25,7 +25,9 @@ import (
 
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/hub/history"
+	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/natsutil"
+	"github.com/corralhq/corral/internal/tlsconf"
 	"github.com/corralhq/corral/internal/wsserve"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
@@ -76,9 +78,10 @@ type Hub struct {
 	seed       maphash.Seed
 	shards     [numShards]*chanShard
 	overload   Overload
-	limiter    *limit.Limiter // in-flight publishes; nil: none
-	latency    latencyMetrics // overload.go
-	health     *health.Server // grpc.health.v1 of the gRPC port, following Ready
+	limiter    *limit.Limiter  // in-flight publishes; nil: none
+	latency    latencyMetrics  // overload.go
+	health     *health.Server  // grpc.health.v1 of the gRPC port, following Ready
+	tls        *tlsconf.Server // nil: plaintext
 
 	nc          *nats.Conn          // set by run before ready
 	js          jetstream.JetStream // on nc
@@ -165,6 +168,11 @@ func New(cfg Config, opts Options) (*Hub, error) {
 	if err := h.registerOverloadMetrics(opts.Registerer); err != nil {
 		return nil, err
 	}
+	if tc := cfg.TLS.tlsconf(); tc.Enabled() {
+		if h.tls, err = tlsconf.New(tc, tlsconf.Options{Registerer: opts.Registerer, MetricPrefix: "corral_hub_tls", Logger: h.log}); err != nil {
+			return nil, err
+		}
+	}
 	for _, f := range []wire.Format{wire.FormatProto, wire.FormatJSON} {
 		if h.codecs[f], err = wire.NewCodec(f, cfg.Wire); err != nil {
 			return nil, err
@@ -241,6 +249,12 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	}
 	defer func() { _ = psub.Unsubscribe() }()
 
+	if h.tls != nil {
+		if err := h.tls.Load(); err != nil {
+			return config.Field("tls", err)
+		}
+		wg.Go(func() { _ = h.tls.Run(ctx) }) // reloads and ticket key rotations
+	}
 	// No TCP keep-alive on the WebSocket and HTTP listener: sessions are
 	// kept by the hub's pings and HTTP connections by the server's
 	// timeouts, and the probes' four setsockopt calls were 2 % of the CPU
@@ -299,7 +313,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	wg.Go(func() { every(ctx, time.Second, h.syncHealth) })
 	close(h.started)
 	startedClosed = true
-	h.log.Info("hub up", "node", h.nodeID, "listen", httpLn.Addr().String(), "grpc", addrString(grpcLn), "history", h.histCfg.Store)
+	h.log.Info("hub up", "node", h.nodeID, "listen", httpLn.Addr().String(), "grpc", addrString(grpcLn), "tls", h.tls != nil, "history", h.histCfg.Store)
 
 	select {
 	case <-ctx.Done():

@@ -67,6 +67,7 @@ func (h *Hub) wsConfig() wsserve.Config {
 		HTTPIdleTimeout:       h.conns.HTTPIdleTimeout,
 		WriteTimeout:          h.sess.WriteTimeout,
 		Workers:               h.workers,
+		TLS:                   h.wsTLS(), // nil: plaintext (tls.go)
 	}
 }
 

@@ -28,7 +28,7 @@ import (
 // there as before.
 
 // errNotTCP answers a connection that is not a plain TCP connection.
-const errNotTCP = "wsserve: the listener must yield plain TCP connections (TLS is not supported)"
+const errNotTCP = "wsserve: the listener must yield plain TCP connections (TLS goes through Config.TLS)"
 
 // headMax bounds the request head read before net/http takes over.
 const headMax = 4 << 10
@@ -83,9 +83,22 @@ func (l *listener) acceptLoop() {
 	}
 }
 
+// servable reports whether c is a connection served with the frame checks
+// and the write pacing: plain TCP, or TCP under Config.TLS (tlsConn).
+func servable(c net.Conn) bool {
+	switch c := c.(type) {
+	case *net.TCPConn:
+		return true
+	case *tlsConn:
+		_, ok := c.NetConn().(*net.TCPConn)
+		return ok
+	}
+	return false
+}
+
 // serve reads c's request head and upgrades it, or hands it to net/http.
 func (l *listener) serve(c net.Conn) {
-	if _, ok := c.(*net.TCPConn); !ok {
+	if !servable(c) {
 		// nbio's poller takes a plain TCP socket only: any other
 		// connection (a crypto/tls one) it would serve with a goroutine
 		// per connection, without the frame checks and the write pacing.

@@ -2,6 +2,7 @@ package wsserve
 
 import (
 	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,6 +58,10 @@ type Config struct {
 	// the reading of request heads; nil: a pool of the Server's own that
 	// keeps its goroutines 10s.
 	Workers *Workers
+	// TLS, when set, serves every connection of the listener over TLS:
+	// wss, and HTTPS for what goes to net/http (tls.go). Its NextProtos
+	// should offer "http/1.1". nil: plain TCP.
+	TLS *tls.Config
 }
 
 // WithDefaults returns c with its zero durations and Workers filled.

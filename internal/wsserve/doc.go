@@ -28,6 +28,9 @@
 //
 // An idle connection costs the caller's session, which keeps a 24-byte
 // Conn by value: wsserve adds no allocation and no goroutine per
-// connection after the upgrade. The listener must yield plain TCP connections
-// (nbio's poller takes nothing else); TLS is not supported yet.
+// connection after the upgrade. The listener must yield plain TCP
+// connections (nbio's poller takes nothing else): TLS goes through
+// Config.TLS, whose connections nbio serves in its blocking mode, a
+// goroutine per connection, with the same frame checks on the plaintext
+// and the same write pacing (tls.go).
 package wsserve

@@ -121,6 +121,7 @@ func New(cfg Config, h Handler, other http.Handler) (*Server, error) {
 	up.KeepaliveTime = 0 // idle connections are kept by the caller's pings
 	up.HandshakeTimeout = cfg.HandshakeTimeout
 	up.MessageLengthLimit = cfg.MaxFrameBytes
+	up.BlockingModHandleRead = false // TLS connections: onOpen starts their reading (tls.go)
 	s.engine.OnData(s.onData)
 	up.OnOpen(s.onOpen)
 	up.OnMessage(s.onMessage)
@@ -155,8 +156,12 @@ func (s *Server) Start() error {
 // then, or net/http's error. Upgraded connections outlive it: they end
 // with Stop. ln must yield *net.TCPConn (a net.Listen("tcp", ...)
 // listener): nbio's poller takes plain TCP sockets only, and any other
-// connection (crypto/tls's) is answered 500 and closed.
+// connection (crypto/tls's from tls.NewListener) is answered 500 and
+// closed. For TLS set Config.TLS and pass the TCP listener.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.TLS != nil {
+		ln = tlsListener{Listener: ln, s: s}
+	}
 	err := s.http.Serve(newListener(s, ln))
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
 		return nil
@@ -228,6 +233,9 @@ func (s *Server) onData(c *nbio.Conn, data []byte) {
 func (s *Server) onOpen(c *nbws.Conn) {
 	if s.testHookOpen != nil {
 		s.testHookOpen(s.early, c)
+	}
+	if startReading := s.tlsOpen(c); startReading != nil {
+		defer startReading() // once the session is set (tls.go)
 	}
 	if !slices.Contains(s.cfg.Subprotocols, c.Subprotocol()) {
 		s.early.forget(c)
