@@ -86,6 +86,20 @@ func (b *Backoff) Next() time.Duration {
 	return d
 }
 
+// NextAfter is the delay before the next attempt after a failure that came
+// with the server's retry hint retryAfter (zero or less: none): Hint then
+// Next. With a hint the delay is drawn above it by Policy.HintDelay (the
+// floor the server asked for, spread by the policy's own jitter, the rule
+// sim applies to its cohorts); without one it is the schedule's next
+// delay. Waiting the larger of the hint and the schedule's delay instead
+// would land every device handed the same hint on the hint itself, in
+// lock-step: the herd the hint was meant to spread. The client SDK and
+// kraken reconnect by this rule.
+func (b *Backoff) NextAfter(retryAfter time.Duration) time.Duration {
+	b.Hint(retryAfter)
+	return b.Next()
+}
+
 // Reset starts the schedule over, as after a successful connection: the
 // attempt count and the previous delay go back to zero and a pending hint is
 // dropped.

@@ -301,3 +301,26 @@ func TestZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestBackoffNextAfter: NextAfter is Hint then Next. Two schedules with the
+// same seed, one driven by NextAfter and one by Hint and Next, return the
+// same delays, hinted or not; a hinted delay is never below the hint (not
+// the larger of the hint and the schedule's delay: spread above it).
+func TestBackoffNextAfter(t *testing.T) {
+	c := Config{Policy: PolicyFull, Base: 100 * time.Millisecond, Cap: 10 * time.Second}
+	a, b := mustBackoff(t, c, 9), mustBackoff(t, c, 9)
+	for i, hint := range []time.Duration{0, 5 * time.Second, 0, -time.Second, 2 * time.Second} {
+		got := a.NextAfter(hint)
+		b.Hint(hint)
+		want := b.Next()
+		if got != want {
+			t.Fatalf("step %d (hint %v): NextAfter %v, Hint+Next %v", i, hint, got, want)
+		}
+		if hint > 0 && (got < hint || got > 2*hint) {
+			t.Errorf("step %d: hinted delay %v, want within [%v, %v]", i, got, hint, 2*hint)
+		}
+	}
+	if a.Attempt() != 5 {
+		t.Errorf("Attempt = %d after 5 NextAfter, want 5", a.Attempt())
+	}
+}

@@ -363,8 +363,9 @@ func (c *Client) connect(ctx context.Context, ep endpoint) (conn, error) {
 }
 
 // run reads the session's frames, and reconnects when it ends, waiting
-// retryDelay (the next delay of the session's schedule, or one drawn
-// above the server's retry hint) before each attempt.
+// retry.NextAfter (the next delay of the session's schedule, or one drawn
+// above the server's retry hint: package backoff's rule) before each
+// attempt.
 func (c *Client) run(cn conn) {
 	defer close(c.done)
 	defer close(c.events)
@@ -391,7 +392,7 @@ func (c *Client) run(cn conn) {
 		}
 		wait := cl.RetryAfter
 		for {
-			d := retryDelay(retry, wait)
+			d := retry.NextAfter(wait)
 			c.emit(Event{Kind: EventDisconnected, Close: cl, RetryAt: time.Now().Add(d)})
 			select {
 			case <-c.ctx.Done():

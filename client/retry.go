@@ -33,15 +33,3 @@ func newRetry(cfg Config, hints *corralv1.ServerHints, rnd backoff.Rand) (*backo
 	}
 	return backoff.NewBackoff(bc, rnd)
 }
-
-// retryDelay returns how long to wait before the next connection attempt:
-// the schedule's next delay, or, after a server's retry hint, a delay
-// drawn above the hint by package backoff's hint code (Backoff.Hint, then
-// Next: Policy.HintDelay, the one the simulator calls for its cohorts).
-// Waiting the larger of the hint and the schedule's delay would land every
-// device given the same hint on the hint itself, in lock-step: the herd
-// the hint was meant to spread.
-func retryDelay(retry *backoff.Backoff, hint time.Duration) time.Duration {
-	retry.Hint(hint)
-	return retry.Next()
-}

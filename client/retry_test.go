@@ -24,7 +24,7 @@ func TestRetryHintSpreadsAHerd(t *testing.T) {
 			t.Fatal(err)
 		}
 		retry.Next() // a first failed attempt without a hint
-		d := retryDelay(retry, hint)
+		d := retry.NextAfter(hint)
 		if d < hint {
 			t.Fatalf("client %d waits %v, below the hint %v", i, d, hint)
 		}
@@ -57,7 +57,7 @@ func TestBackoffPolicySelectable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if d := retryDelay(retry, 0); d != 7*time.Millisecond {
+		if d := retry.NextAfter(0); d != 7*time.Millisecond {
 			t.Fatalf("attempt %d waits %v, want the constant 7ms of policy none", i, d)
 		}
 	}

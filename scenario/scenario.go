@@ -41,8 +41,13 @@ type Scenario struct {
 	Overload   Overload   `yaml:"overload"`
 	Client     Client     `yaml:"client"`
 	Traffic    Traffic    `yaml:"traffic"`
+	Stop       Stop       `yaml:"stop"`
 	Sweep      Sweep      `yaml:"sweep"`
 	Sim        SimOptions `yaml:"sim"`
+
+	// src and data are the file's name and bytes, for Locate.
+	src  string
+	data []byte
 }
 
 // Population says how many devices there are and how they divide.
@@ -65,6 +70,10 @@ type Population struct {
 	// Tenants is the number of tenants the devices belong to, in equal
 	// shares. Default 1. Shuffle-sharded placement deals each tenant a hand.
 	Tenants int `yaml:"tenants"`
+	// Channels is the number of channels each device subscribes to: the
+	// tenant's channels c0 .. c(Channels-1), shared by every device of the
+	// tenant. Default 1. sim does not model messages; kraken subscribes.
+	Channels int `yaml:"channels"`
 }
 
 // Priority is one priority class of devices.
@@ -234,8 +243,33 @@ func Decode(name string, data []byte) (sc *Scenario, err error) {
 		return nil, decodeError{err}
 	}
 	s.WithDefaults()
+	s.src, s.data = name, data
 	return &s, nil
 }
+
+// Locate names the file, line and column of every key path error in err
+// (errors made with Errorf, whose paths are the file's dotted key
+// paths: "traffic.region_loss[0]"): a key missing from
+// the file is placed at its nearest parent present. Callers that refuse
+// what a valid scenario holds (kraken refusing a key it cannot run) use it
+// so that their messages point at the line as Load's own do. Locate on a
+// Scenario not read by Load or Decode returns err unchanged, and nil for
+// nil.
+func (s *Scenario) Locate(err error) error {
+	if err == nil || s.data == nil {
+		return err
+	}
+	return decodeError{config.Locate(s.src, s.data, &Scenario{}, err)}
+}
+
+// Errorf returns an error about the key at path (the file's dotted key
+// path, "traffic.poison[0].tenant") for Locate to place in the file.
+func Errorf(path, format string, args ...any) error {
+	return config.Errorf(path, format, args...)
+}
+
+// File returns the name of the file s was read from ("" when it was not).
+func (s *Scenario) File() string { return s.src }
 
 // decodeError is a config error told in the scenario package's name.
 type decodeError struct{ err error }

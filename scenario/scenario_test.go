@@ -53,6 +53,18 @@ func TestDecodeErrorsNameLineAndKey(t *testing.T) {
 			return s + "traffic:\n  arrivals:\n    - {at: 0s, devices: 900}\n"
 		}, []string{"population.devices", "below initial plus arrivals"}},
 		{"bad backoff", func(s string) string { return s + "client:\n  backoff: {policy: full, jitter: 0.3}\n" }, []string{"client.backoff", "jitter applies only to policy grpc"}},
+		{"publish priority not a class", func(s string) string {
+			return s + "traffic:\n  publish:\n    - {at: 1s, for: 5s, priority: P7, per_second: 10}\n"
+		}, []string{"t.yaml:15:", "traffic.publish[0].priority", `"P7" is not a class`}},
+		{"publish rate", func(s string) string {
+			return s + "traffic:\n  publish:\n    - {at: 1s, for: 5s, priority: P0, per_second: 0}\n"
+		}, []string{"traffic.publish[0].per_second", "must be in (0, 1e6]"}},
+		{"mass close origins", func(s string) string {
+			return s + "traffic:\n  mass_close:\n    - {at: 1s, origins: -1}\n"
+		}, []string{"traffic.mass_close[0].origins", "must be in [1, 10000]"}},
+		{"channels", func(s string) string {
+			return strings.Replace(s, "  initial: 500\n", "  initial: 500\n  channels: 500\n", 1)
+		}, []string{"t.yaml:6:", "population.channels", "must be in [1, 128]"}},
 		{"priority shares", func(s string) string {
 			return strings.Replace(s, "  initial: 500\n", "  initial: 500\n  priorities: [{name: P0, share: 0.5}, {name: P1, share: 0.4}]\n", 1)
 		}, []string{"population.priorities", "add up to 0.9"}},
@@ -151,5 +163,31 @@ func TestDurationsTakeSeconds(t *testing.T) {
 	}
 	if s.DNS.TTL != time.Minute || s.Step != 500*time.Millisecond {
 		t.Errorf("ttl: 60 gave %v, step: 0.5 gave %v", s.DNS.TTL, s.Step)
+	}
+}
+
+// TestLocateNamesTheLine: an error a caller makes about a key of a loaded
+// file (kraken refusing a key it cannot run) comes back with the file, the
+// line and the column of the key; a key missing from the file is placed at
+// its parent.
+func TestLocateNamesTheLine(t *testing.T) {
+	src := minimal + "traffic:\n  poison:\n    - {at: 1s, tenant: 0}\n"
+	s, err := Decode("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.Locate(Errorf("traffic.poison[0]", "not run here")).Error()
+	if want := "scenario: t.yaml:15:7: traffic.poison[0]: not run here"; got != want {
+		t.Errorf("Locate = %q, want %q", got, want)
+	}
+	got = s.Locate(Errorf("population.protocol", "grpc not run here")).Error()
+	if !strings.Contains(got, "t.yaml:3:") {
+		t.Errorf("a defaulted key not in the file: %q, want its parent's line 3", got)
+	}
+	if s.File() != "t.yaml" {
+		t.Errorf("File = %q", s.File())
+	}
+	if (&Scenario{}).Locate(nil) != nil {
+		t.Error("Locate(nil) is not nil")
 	}
 }

@@ -15,6 +15,50 @@ type Traffic struct {
 	// Poison makes one tenant's traffic crash every origin it reaches, as
 	// a poison request or a DDoS would.
 	Poison []Poison `yaml:"poison"`
+	// Publish sends messages through the hub publish API at a rate per
+	// priority. sim does not model messages (they do not change how
+	// connections come and go in its model); kraken publishes them.
+	Publish []Publish `yaml:"publish"`
+	// MassClose has origins close every session they hold with a retry
+	// hint, as a deploy's drain does (GoAway with retry_after, then a
+	// close). kraken triggers it at the target; sim refuses it (not
+	// modelled yet).
+	MassClose []MassClose `yaml:"mass_close"`
+}
+
+// Publish is a stream of messages at a constant rate.
+type Publish struct {
+	// At is when the stream starts.
+	At time.Duration `yaml:"at"`
+	// For is how long it lasts (required).
+	For time.Duration `yaml:"for"`
+	// Priority names a class of population.priorities; its rank (first
+	// P0, then P1, P2) is the messages' priority.
+	Priority string `yaml:"priority"`
+	// PerSecond is the rate of publishes, spread round-robin over every
+	// tenant's channels. It is not scaled by scale (each message reaches
+	// every subscriber, so deliveries scale with the population).
+	PerSecond float64 `yaml:"per_second"`
+}
+
+// MassClose is a server-side close of every session of some origins.
+type MassClose struct {
+	// At is when the origins close their sessions.
+	At time.Duration `yaml:"at"`
+	// Origins is how many origins close (each all of its sessions).
+	// Default 1.
+	Origins int `yaml:"origins"`
+}
+
+// Stop ends a run before its duration. Every run ends at duration at the
+// latest.
+type Stop struct {
+	// OnRecovery ends the run once every arrival, storm and publish has
+	// started and every device that dropped is connected again.
+	OnRecovery bool `yaml:"on_recovery"`
+	// MaxAttempts ends the run once the devices have made this many
+	// connection attempts (0: no bound). It is not scaled.
+	MaxAttempts int64 `yaml:"max_attempts"`
 }
 
 // Arrival is a wave of devices coming online.

@@ -42,6 +42,10 @@ func (s *Scenario) WithDefaults() {
 		p.Priorities = []Priority{{Name: "P0", Share: 1}}
 	}
 	p.Tenants = cmp.Or(p.Tenants, 1)
+	p.Channels = cmp.Or(p.Channels, 1)
+	for i := range s.Traffic.MassClose {
+		s.Traffic.MassClose[i].Origins = cmp.Or(s.Traffic.MassClose[i].Origins, 1)
+	}
 	g := &s.Geography
 	g.PoPs = cmp.Or(g.PoPs, 1)
 	g.Distribution = cmp.Or(g.Distribution, "zipf")
@@ -79,6 +83,7 @@ func (s *Scenario) Validate() error {
 	c := *s
 	c.Origins = append([]Origin(nil), s.Origins...)
 	c.Population.Priorities = append([]Priority(nil), s.Population.Priorities...)
+	c.Traffic.MassClose = append([]MassClose(nil), s.Traffic.MassClose...)
 	c.WithDefaults()
 	var errs []error
 	bad := func(path, format string, args ...any) {
@@ -118,6 +123,9 @@ func (s *Scenario) Validate() error {
 	}
 	if p.Tenants < 1 || p.Tenants > 100_000 {
 		bad("population.tenants", "must be in [1, 100000], got %d", p.Tenants)
+	}
+	if p.Channels < 1 || p.Channels > 128 {
+		bad("population.channels", "must be in [1, 128], got %d", p.Channels)
 	}
 	total := p.Initial
 	for i, a := range c.Traffic.Arrivals {
@@ -179,6 +187,32 @@ func (s *Scenario) Validate() error {
 		if q.Tenant < 0 || q.Tenant >= p.Tenants {
 			bad(fmt.Sprintf("traffic.poison[%d].tenant", i), "must be in [0, %d), got %d", p.Tenants, q.Tenant)
 		}
+	}
+	for i, pu := range c.Traffic.Publish {
+		path := fmt.Sprintf("traffic.publish[%d]", i)
+		if pu.At < 0 || pu.For <= 0 {
+			bad(path, "at must not be negative and for must be positive")
+		}
+		if !(pu.PerSecond > 0) || pu.PerSecond > 1e6 {
+			bad(path+".per_second", "must be in (0, 1e6], got %v", pu.PerSecond)
+		}
+		if !slices.ContainsFunc(p.Priorities, func(q Priority) bool { return q.Name == pu.Priority }) {
+			bad(path+".priority", "%q is not a class of population.priorities", pu.Priority)
+		} else if slices.IndexFunc(p.Priorities, func(q Priority) bool { return q.Name == pu.Priority }) > 2 {
+			bad(path+".priority", "%q is past the third class: messages have three priorities (P0, P1, P2)", pu.Priority)
+		}
+	}
+	for i, m := range c.Traffic.MassClose {
+		path := fmt.Sprintf("traffic.mass_close[%d]", i)
+		if m.At < 0 {
+			bad(path+".at", "must not be negative")
+		}
+		if m.Origins < 1 || m.Origins > 10_000 {
+			bad(path+".origins", "must be in [1, 10000], got %d", m.Origins)
+		}
+	}
+	if c.Stop.MaxAttempts < 0 {
+		bad("stop.max_attempts", "must not be negative")
 	}
 	for i, b := range c.Sweep.Backoff {
 		if _, err := backoff.Parse(b); err != nil {

@@ -92,6 +92,9 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 	if len(sc.Sweep.Backoff)+len(sc.Sweep.Overload)+len(sc.Sweep.OriginCount) > 0 {
 		return nil, fmt.Errorf("sim: scenario %q has a sweep; run each of its Variants", sc.Name)
 	}
+	if len(sc.Traffic.MassClose) > 0 {
+		return nil, fmt.Errorf("sim: %w", sc.Locate(scenario.Errorf("traffic.mass_close", "is not modelled by the simulator yet (kraken runs it)")))
+	}
 	policy, err := backoff.New(sc.Client.Backoff)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)

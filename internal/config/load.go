@@ -100,6 +100,28 @@ func Decode(name string, data []byte, dst any, opts Options) (err error) {
 	return nil
 }
 
+// Locate fills the file, line and column into the field errors of err
+// (Errorf, Field) by the key paths of data, read as dst's type (a pointer
+// to a struct, as for Decode): the check a caller adds after Decode names
+// its lines as Decode's own do. Errors that are not field errors keep only
+// the file name. A nil err stays nil.
+func Locate(name string, data []byte, dst any, err error) error {
+	if err == nil {
+		return nil
+	}
+	idx := positions{}
+	rt := reflect.TypeOf(dst)
+	if file, perr := parser.ParseBytes(data, 0); perr == nil && rt != nil && rt.Kind() == reflect.Pointer && rt.Elem().Kind() == reflect.Struct {
+		var ignored []error
+		for _, doc := range file.Docs {
+			if doc.Body != nil {
+				idx.walk(doc.Body, rt.Elem(), "", &ignored)
+			}
+		}
+	}
+	return annotate(name, idx, err)
+}
+
 // locate turns a go-yaml error into one that names the file, the line and,
 // where idx knows it, the key. walk has checked the keys and the kinds of
 // values already, so these are mostly syntax errors; go-yaml's messages
