@@ -453,7 +453,8 @@ func TestClosePaths(t *testing.T) {
 			mod: func(c *Config, _ *Options) { c.Wire.MaxFrameBytes = 4096 },
 			drive: func(t *testing.T, th *testHub, p closePeer) {
 				p.send(hello(tok, 0))
-				p.send(&corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Channel: "a", Data: make([]byte, 5000)}}})
+				// A Ping: no content rule of the codec looks at its size.
+				p.send(&corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Payload: make([]byte, 5000)}}})
 			},
 		},
 		{

@@ -252,6 +252,7 @@ type relayStream struct {
 	room       sync.Cond // on mu: the reader waits here for room for a reply
 	q          []relayItem
 	head       int
+	unsent     int // frames queued and not written yet (the writer's batch included)
 	replies    int
 	sessions   map[uint64]*relayTransport
 	maxTag     uint64     // the highest tag opened
@@ -275,6 +276,7 @@ func newRelayStream(h *Hub, stream corralv1.Corral_RelayServer) *relayStream {
 // push queues it; rs.mu is held.
 func (rs *relayStream) push(it relayItem) {
 	rs.q = append(rs.q, it)
+	rs.unsent++
 	if it.reply {
 		rs.replies++
 	}
@@ -374,6 +376,7 @@ func (rs *relayStream) writeLoop() {
 			err := rs.send(it.f)
 			batch[i] = relayItem{}
 			rs.mu.Lock()
+			rs.unsent--
 			if it.reply {
 				rs.replies--
 				rs.room.Signal()
@@ -575,7 +578,6 @@ type relayTransport struct {
 
 	peerClosed atomic.Bool   // the edge sent RelayClose: none goes back
 	wake       chan struct{} // cap 1: a place in the queue came back
-	timer      *time.Timer   // writer goroutine only
 
 	// Guarded by rs.mu.
 	queued  int  // frames in the stream's queue
@@ -628,19 +630,19 @@ func (t *relayTransport) fits(f *corralv1.ServerFrame, estimate int) bool {
 	return proto.Size(f) <= limit
 }
 
-// send queues f on the stream once the session has a place there, waiting
-// at most the write timeout for one.
+// send queues f on the stream once the session has a place there. The
+// wait has no timer of its own: a stream whose writer moves is slow, and
+// the session's outbound queue (its slow-consumer policy) takes the
+// strain; a stream whose writer does not move is cut by its watchdog.
 func (t *relayTransport) send(f *corralv1.RelayFrame) error {
 	rs := t.rs
 	rs.mu.Lock()
 	for t.queued >= relayInflight && !rs.ended {
 		t.waiting = true
 		rs.mu.Unlock()
-		if err := t.await(); err != nil {
-			rs.mu.Lock()
-			t.waiting = false
-			rs.mu.Unlock()
-			return err
+		select {
+		case <-t.wake:
+		case <-rs.done:
 		}
 		rs.mu.Lock()
 	}
@@ -654,25 +656,6 @@ func (t *relayTransport) send(f *corralv1.RelayFrame) error {
 	rs.push(relayItem{f: f, t: t})
 	rs.mu.Unlock()
 	return nil
-}
-
-// await waits for a place, the end of the stream, or the write timeout.
-func (t *relayTransport) await() error {
-	d := t.rs.h.sess.WriteTimeout
-	if t.timer == nil {
-		t.timer = time.NewTimer(d)
-	} else {
-		t.timer.Reset(d)
-	}
-	defer t.timer.Stop()
-	select {
-	case <-t.wake:
-		return nil
-	case <-t.rs.done:
-		return errRelayEnded
-	case <-t.timer.C:
-		return errStalled
-	}
 }
 
 // sent gives the session back the place of a frame written; rs.mu is held.

@@ -22,6 +22,7 @@ func newHubCmd(g *globals) *cobra.Command {
 		short: "Serve resumable sessions over WebSocket and gRPC, scaled out on NATS",
 		long: `corral hub holds client sessions over WebSocket (GET /v1/ws, subprotocols
 corral.v1.proto and corral.v1.json) and gRPC (corral.v1.Corral/Connect),
+and edges' device sessions over corral.v1.Corral/Relay (relay.keys),
 delivers channel messages, keeps a replay window so that a reconnecting client
 gets exactly what it missed (or a gap), and takes publishes from backends over
 gRPC, HTTP (POST /v1/publish with an API key) and plain NATS
