@@ -545,7 +545,13 @@ func TestClosePaths(t *testing.T) {
 		},
 		{
 			name: "no hello", want: wire.CloseHandshakeTimeout, transports: []string{"ws", "grpc", "relay"},
-			mod:   func(c *Config, _ *Options) { c.Session.HandshakeTimeout = 300 * time.Millisecond },
+			mod: func(c *Config, _ *Options) {
+				c.Session.HandshakeTimeout = 300 * time.Millisecond
+				// The upgrade's head read defaults to the handshake timeout:
+				// on a busy machine 300 ms could end the upgrade itself
+				// (an EOF, not this row's close). Only the Hello is timed.
+				c.Connections.HTTPReadHeaderTimeout = 30 * time.Second
+			},
 			drive: func(t *testing.T, th *testHub, p closePeer) {},
 		},
 		{
