@@ -68,10 +68,6 @@ const (
 	// relayInflight is how many frames of one session may wait in its
 	// stream's send queue.
 	relayInflight = 4
-	// relayInboxBytes bounds the client frames of one session received and
-	// not yet handled (always at least one frame); beyond it the session
-	// is closed with 4002.
-	relayInboxBytes = 64 << 10
 	// relayReplies bounds the refusals the reader itself queues (RelayClose
 	// for tags that are not sessions); beyond it the reader waits, which
 	// HTTP/2 flow control passes on to the edge.
@@ -525,7 +521,7 @@ func (rs *relayStream) open(tag uint64, o *corralv1.RelayOpen) {
 		rs.mu.Unlock()
 		return // the stream is over: so is every session on it
 	}
-	t := &relayTransport{rs: rs, tag: tag, device: relayDeviceLabel(o.GetTransport()), wake: make(chan struct{}, 1)}
+	t := &relayTransport{rs: rs, tag: tag, device: relayDeviceLabel(o.GetTransport())}
 	rs.sessions[tag] = t
 	rs.maxTag = tag
 	rs.mu.Unlock()
@@ -577,7 +573,7 @@ type relayTransport struct {
 	s      atomic.Pointer[session]
 
 	peerClosed atomic.Bool   // the edge sent RelayClose: none goes back
-	wake       chan struct{} // cap 1: a place in the queue came back
+	wake       chan struct{} // cap 1: a place in the queue came back; made by the first wait (rs.mu)
 
 	// Guarded by rs.mu.
 	queued  int  // frames in the stream's queue
@@ -639,9 +635,13 @@ func (t *relayTransport) send(f *corralv1.RelayFrame) error {
 	rs.mu.Lock()
 	for t.queued >= relayInflight && !rs.ended {
 		t.waiting = true
+		if t.wake == nil {
+			t.wake = make(chan struct{}, 1) // an idle session keeps none
+		}
+		wake := t.wake
 		rs.mu.Unlock()
 		select {
-		case <-t.wake:
+		case <-wake:
 		case <-rs.done:
 		}
 		rs.mu.Lock()
@@ -702,7 +702,10 @@ func (t *relayTransport) leave(c wire.Close) {
 }
 
 // receive hands a client frame to the session's inbox, handled in order
-// on a worker, never on the stream's reader.
+// on a worker, never on the stream's reader. The inbox holds at most
+// session.outbound_bytes (always one frame): a session is given the same
+// budget for what it sent and is not handled yet as for what waits to be
+// sent to it; beyond it the session is closed with 4002.
 func (t *relayTransport) receive(f *corralv1.ClientFrame) {
 	s := t.s.Load()
 	size := proto.Size(f)
@@ -711,7 +714,7 @@ func (t *relayTransport) receive(f *corralv1.ClientFrame) {
 		return
 	}
 	t.mu.Lock()
-	if len(t.inbox) > 0 && t.inBytes+size > relayInboxBytes {
+	if len(t.inbox) > 0 && t.inBytes+size > t.rs.h.sess.OutboundBytes {
 		t.mu.Unlock()
 		s.close(wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "frames faster than the hub handles them"}, true)
 		return

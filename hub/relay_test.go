@@ -732,9 +732,12 @@ func (b blockingSince) Since(ctx context.Context, key string, from history.Posit
 
 // TestRelayBlockedSessionBlocksNoOther: a session whose handling waits (a
 // slow history read) holds up no other session of its stream, and frames
-// that pile up behind it beyond relayInboxBytes close it with 4002.
+// that pile up behind it beyond session.outbound_bytes close it with 4002.
 func TestRelayBlockedSessionBlocksNoOther(t *testing.T) {
-	th := startHub(t, func(c *Config, _ *Options) { c.History.Window = 10 * time.Minute })
+	th := startHub(t, func(c *Config, _ *Options) {
+		c.History.Window = 10 * time.Minute
+		c.Session.OutboundBytes = 64 << 10
+	})
 	e := dialRelayEdge(t, th)
 	tok := token(t, tokenOpts{})
 	e.welcome(1, tok)
