@@ -153,7 +153,8 @@ type Client struct {
 	last      string // the endpoint of the last attempt: tried last in the next round
 	dialing   bool   // Dial's round runs: events wait in early
 	early     []Event
-	hints     *corralv1.ServerHints // of the last Welcome: its reconnect envelope
+	hints     *corralv1.ServerHints   // of the last Welcome: its reconnect envelope
+	routes    map[string]chan<- Event // channels whose events go to a Subscription's Go channel
 }
 
 // Dial connects to one of cfg.Addrs (the first that answers, starting from
@@ -572,8 +573,9 @@ func (c *Client) onMessage(cn conn, m *corralv1.Message) {
 	c.emit(Event{Kind: EventMessage, Channel: m.GetChannel(), Message: m})
 }
 
-// emit delivers e on Events, waiting for room (back-pressure); during
-// Dial it keeps e in early. Never called with mu held.
+// emit delivers e on Events, or on the Go channel of its channel's
+// Subscription, waiting for room (back-pressure); during Dial it keeps e
+// in early. Never called with mu held.
 func (c *Client) emit(e Event) {
 	c.mu.Lock()
 	if c.dialing {
@@ -581,9 +583,10 @@ func (c *Client) emit(e Event) {
 		c.mu.Unlock()
 		return
 	}
+	to := c.destination(e)
 	c.mu.Unlock()
 	select {
-	case c.events <- e:
+	case to <- e:
 	case <-c.ctx.Done():
 	}
 }

@@ -9,7 +9,8 @@
 // duplicates by offset) or one explicit gap per loss.
 //
 // Dial is what most callers want; Events delivers messages, gaps, resume
-// results and connection changes (kinds printed by name), and Err says why
+// results and connection changes (kinds printed by name), ChanSubscribe
+// sends one channel's events to a Go channel of the caller's, and Err says why
 // a client stopped for good: a *TerminalError (ErrUnauthorized,
 // ErrForbidden, ErrPolicy) after one refused attempt. A Client is safe for
 // concurrent use.
