@@ -355,7 +355,19 @@ func (c *Client) connect(ctx context.Context, ep endpoint) (conn, error) {
 		}
 		return nil, fmt.Errorf("client: %s answered hello with %T", a, r.f.GetFrame())
 	}
+	if c.cfg.afterWelcome != nil {
+		c.cfg.afterWelcome(c)
+	}
 	c.mu.Lock()
+	if c.final != nil {
+		// Close (or a terminal stop) ran while this attempt waited for
+		// its Welcome: it found no session to close, so close this one
+		// here (under mu, which stop takes to set final before Close
+		// looks at cur) rather than leave run reading it for ever.
+		c.mu.Unlock()
+		cn.close()
+		return nil, ErrClosed
+	}
 	c.cur, c.addr, c.sessionID, c.hints = cn, a, w.GetSessionId(), w.GetHints()
 	c.cond.Broadcast()
 	c.mu.Unlock()

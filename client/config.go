@@ -75,6 +75,9 @@ type Config struct {
 	// rand draws the reconnect delays (nil: the process-wide generator);
 	// tests seed it.
 	rand backoff.Rand
+	// afterWelcome, when set, runs between an attempt's Welcome and the
+	// session taking its place (tests: a Close in that gap).
+	afterWelcome func(*Client)
 }
 
 // Priority is a session or message priority rank for the client; the zero

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,4 +234,42 @@ func TestWelcomeHintsSetTheEnvelope(t *testing.T) {
 		t.Fatalf("next attempt %v after the cut, want the server's 700 ms", e.RetryAt.Sub(cut))
 	}
 	waitEvent(t, c, EventConnected)
+}
+
+// TestCloseWhileAWelcomeArrives: Close called after a reconnection
+// attempt got its Welcome but before the session took its place (when
+// Close finds no session to close) still ends the client: the attempt
+// closes its connection instead of leaving run reading it for ever.
+func TestCloseWhileAWelcomeArrives(t *testing.T) {
+	h := startFakeHub(t, func(id uint64) uint64 { return id })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var welcomes atomic.Int32
+	closed := make(chan struct{})
+	cfg := Config{Addrs: []string{"grpc://" + h.addr}, Token: "t", ReconnectMin: time.Millisecond, ReconnectMax: 5 * time.Millisecond}
+	cfg.afterWelcome = func(c *Client) {
+		if welcomes.Add(1) != 2 {
+			return // Dial's
+		}
+		go func() { _ = c.Close(); close(closed) }()
+		for stopping := false; !stopping; time.Sleep(time.Millisecond) {
+			c.mu.Lock()
+			stopping = c.final != nil
+			c.mu.Unlock()
+		}
+	}
+	c, err := Dial(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range c.Events() {
+		}
+	}()
+	h.next(t).cut()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close did not return: the session that came up during it was left open")
+	}
 }
