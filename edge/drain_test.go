@@ -134,3 +134,18 @@ func TestSlowDeviceDoesNotHoldTheStream(t *testing.T) {
 		t.Fatalf("slow device closed with %v (%v), want 4000", c.Code, err)
 	}
 }
+
+// TestJitterAge: max_session_age is jittered uniformly over +-10 %.
+func TestJitterAge(t *testing.T) {
+	lo, hi := time.Duration(1<<62), time.Duration(0)
+	for range 2000 {
+		d := jitterAge(time.Hour)
+		if d < 54*time.Minute || d > 66*time.Minute {
+			t.Fatalf("jitterAge(1h) = %v, outside +-10 %%", d)
+		}
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo > 55*time.Minute || hi < 65*time.Minute {
+		t.Errorf("2000 draws span %v to %v: want nearly the whole +-10 %%", lo, hi)
+	}
+}

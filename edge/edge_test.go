@@ -64,12 +64,18 @@ func TestSessionThroughEdge(t *testing.T) {
 	if got := w.GetHints().GetPingIntervalMs(); got != uint32(te.sess.PingInterval.Milliseconds()) {
 		t.Errorf("ping hint %d ms, want the edge's %v", got, te.sess.PingInterval)
 	}
-	// Ping is answered by the edge; nothing reaches the hub.
+	// Ping is answered by the edge; nothing reaches the hub. The hub
+	// handles a session's frames in order: once the Subscribe sent after
+	// the Ping is answered, a relayed Ping would have been counted.
 	before := th.metric("corral_hub_frames_received_total", "type", "ping")
 	r.send(t, &corralv1.ClientFrame{Id: 7, Frame: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Payload: []byte("x")}}})
 	f, err = r.stream.Recv()
 	if err != nil || f.GetPong() == nil || f.GetId() != 7 || string(f.GetPong().GetPayload()) != "x" {
 		t.Fatalf("answer to ping: %v, %v; want Pong 7 x", f, err)
+	}
+	r.send(t, &corralv1.ClientFrame{Id: 8, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: "after.ping"}}})
+	if f, err = r.stream.Recv(); err != nil || f.GetSubscribed() == nil {
+		t.Fatalf("answer to subscribe: %v, %v", f, err)
 	}
 	if after := th.metric("corral_hub_frames_received_total", "type", "ping"); after != before {
 		t.Errorf("the hub received %v pings, want none", after-before)
@@ -375,4 +381,65 @@ func newestSession(te *testEdge) uint64 {
 		n = max(n, s.seq)
 	}
 	return n
+}
+
+// TestIdenticalMissesCoalesced: a resume the cache does not cover, while an
+// identical one is on its way upstream, waits for it and is then answered
+// from the cache: upstream goes a resume from the newest offset, the device
+// gets every message once.
+func TestIdenticalMissesCoalesced(t *testing.T) {
+	th := startHub(t, nil)
+	te := startEdge(t, nil, th)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	const ch = "coalesced"
+	pub := func(i int) *corralv1.Published {
+		res, err := th.Publish(ctx, hub.PublishRequest{Tenant: "acme", Channel: ch, Priority: corralv1.Priority_PRIORITY_P0, Data: []byte("m" + strconv.Itoa(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := pub(1) // before any device of the edge watches: not cached
+	watcher := dialClient(t, client.Config{Addrs: []string{te.grpcAddr()}})
+	if _, err := watcher.Subscribe(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	pub(2)
+	pub(3)
+	collect(t, watcher, 2) // the cache holds 2..3: a resume from 0 is not covered
+	from := &corralv1.Position{Epoch: first.GetEpoch(), Offset: 0}
+	// The test is the leader of the resume from 0 (as a session of another
+	// device would be).
+	lead := te.cache.Resume("acme", ch, from)
+	if lead.Kind != ReplayLead {
+		t.Fatalf("the first resume is a %v, want a lead", lead.Kind)
+	}
+	coalesced := te.metric("corral_edge_replay_coalesced_total")
+	r := welcomed(t, te, 0)
+	r.send(t, &corralv1.ClientFrame{Id: 5, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: ch, From: from}}})
+	testkit.WaitFor(t, 5*time.Second, "the device's resume waiting for the leader", func() bool {
+		return te.metric("corral_edge_replay_waiting") == 1
+	})
+	// The leader's catch-up brings offset 1; then it is done.
+	te.cache.Add("acme", &corralv1.Message{Channel: ch, Epoch: first.GetEpoch(), Offset: 1, Priority: corralv1.Priority_PRIORITY_P0, Data: []byte("m1")})
+	lead.Ticket.Done(&corralv1.Position{Epoch: first.GetEpoch(), Offset: 3})
+	f, err := r.stream.Recv()
+	if err != nil || f.GetSubscribed() == nil || !f.GetSubscribed().GetRecovered() {
+		t.Fatalf("answer to the resume: %v %v, want Subscribed recovered", f, err)
+	}
+	for i := 1; i <= 3; i++ {
+		f, err := r.stream.Recv()
+		if err != nil || string(f.GetMessage().GetData()) != "m"+strconv.Itoa(i) {
+			t.Fatalf("message %d: %v %v", i, f, err)
+		}
+	}
+	if d := te.metric("corral_edge_replay_coalesced_total") - coalesced; d != 1 {
+		t.Errorf("coalesced reads %v, want 1", d)
+	}
+	// Nothing more: the hub resumed from 3 and sends what comes next only.
+	pub(4)
+	if f, err := r.stream.Recv(); err != nil || string(f.GetMessage().GetData()) != "m4" {
+		t.Fatalf("next: %v %v, want m4 (no repeat of 1..3)", f, err)
+	}
 }

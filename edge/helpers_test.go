@@ -244,6 +244,7 @@ func seq(prefix string, from, n int) []string {
 // rawGRPC is a device gRPC stream that sends whatever it is told.
 type rawGRPC struct {
 	stream corralv1.Corral_ConnectClient
+	ctx    context.Context // the test's deadline
 	cancel context.CancelFunc
 }
 
@@ -260,7 +261,7 @@ func dialRawGRPC(t *testing.T, te *testEdge) *rawGRPC {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rawGRPC{stream: st, cancel: cancel}
+	return &rawGRPC{stream: st, ctx: ctx, cancel: cancel}
 }
 
 func (r *rawGRPC) send(t *testing.T, f *corralv1.ClientFrame) {
@@ -278,6 +279,9 @@ func (r *rawGRPC) end(t *testing.T) ([]*corralv1.ServerFrame, error) {
 	for {
 		f, err := r.stream.Recv()
 		if err != nil {
+			if r.ctx.Err() != nil {
+				t.Fatalf("the edge did not end the stream (the test's deadline did): %v; %d frames read", err, len(frames))
+			}
 			return frames, err
 		}
 		frames = append(frames, f)

@@ -23,6 +23,7 @@ type metrics struct {
 	shed           *prometheus.CounterVec // action, priority
 	slow           prometheus.Counter
 	replayServed   prometheus.Counter
+	replayWaiting  prometheus.Gauge
 	handshake      prometheus.Histogram
 }
 
@@ -71,6 +72,8 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Device sessions closed with 4000 because their outbound queue overflowed."}),
 		replayServed: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_replay_messages_served_total",
 			Help: "Messages sent to devices from the replay cache (the resumes it covered)."}),
+		replayWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_replay_waiting",
+			Help: "Resumes waiting for an identical one on its way upstream (coalesced reads in progress)."}),
 		handshake: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "corral_edge_handshake_duration_seconds",
 			Help:    "Time from a device's Hello to the origin's Welcome.",
 			Buckets: prometheus.ExponentialBucketsRange(0.0005, 10, 16)}),
@@ -93,7 +96,7 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.replayServed, m.handshake} {
+	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.replayServed, m.replayWaiting, m.handshake} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge: metrics: %w", err)
 		}

@@ -143,7 +143,9 @@ func (s *session) resume(f *corralv1.ClientFrame, sub *corralv1.Subscribe) {
 	if a.Kind == ReplayWait {
 		ctx, cancel := context.WithCancel(context.Background())
 		stop := context.AfterFunc(e.runCtx(), cancel)
+		e.metrics.replayWaiting.Inc()
 		a = a.Wait.Answer(ctx)
+		e.metrics.replayWaiting.Dec()
 		stop()
 		cancel()
 	}
