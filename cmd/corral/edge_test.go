@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,21 +62,32 @@ func TestEdgeServesExample(t *testing.T) {
 	t.Setenv("CORRAL_EDGE_GRPC_LISTEN", "127.0.0.1:0")
 	edgeAddr, edgeAdmin := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 2)
-	var hubErr, edgeErr bytes.Buffer
-	go func() {
-		done <- run(ctx, []string{"hub", "--config", "../../examples/hub.yaml", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log-format", "json"}, io.Discard, &hubErr)
+	// The hub runs as `corral hub --config examples/hub.yaml` in a process
+	// of its own (this test binary, TestEdgeHubProcess): nbio's logger is
+	// one per process, and each command sets it for the one server it runs.
+	hubCmd := exec.Command(os.Args[0], "-test.run=^TestEdgeHubProcess$")
+	hubCmd.Env = append(os.Environ(), "CORRAL_TEST_HUB_PROCESS=1")
+	var hubErr bytes.Buffer
+	hubCmd.Stderr = &hubErr
+	if err := hubCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = hubCmd.Process.Signal(syscall.SIGTERM)
+		if err := hubCmd.Wait(); err != nil {
+			t.Errorf("corral hub: %v: %s", err, hubErr.String())
+		}
 	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var edgeErr bytes.Buffer
 	go func() {
 		done <- run(ctx, []string{"edge", "--config", edgeCfg, "--listen", edgeAddr, "--admin", edgeAdmin, "--log-format", "json"}, io.Discard, &edgeErr)
 	}()
 	defer func() {
 		cancel()
-		for range 2 {
-			if code := <-done; code != 0 {
-				t.Errorf("exit %d: hub %s edge %s", code, hubErr.String(), edgeErr.String())
-			}
+		if code := <-done; code != 0 {
+			t.Errorf("corral edge exit %d: %s", code, edgeErr.String())
 		}
 	}()
 	p0 := 0
@@ -123,4 +137,15 @@ func TestEdgeServesExample(t *testing.T) {
 			t.Errorf("%s: %d, want 200 with %q", path, resp.StatusCode, want)
 		}
 	}
+}
+
+// TestEdgeHubProcess is the hub process of TestEdgeServesExample: `corral
+// hub --config examples/hub.yaml` until SIGTERM. Run alone it does nothing.
+func TestEdgeHubProcess(t *testing.T) {
+	if os.Getenv("CORRAL_TEST_HUB_PROCESS") == "" {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, []string{"hub", "--config", "../../examples/hub.yaml", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log-format", "json"}, io.Discard, os.Stderr))
 }
