@@ -39,7 +39,9 @@ type Options struct {
 //
 // Lock order: Edge.mu, relayStream.mu, relayStream.sendMu and session.mu
 // are never held together, except session.mu then relayStream.sendMu (a
-// session queues its RelayClose while closing).
+// session queues its RelayClose while closing) and relayStream.mu then
+// relayStream.sendMu (a tag is handed out and its RelayOpen queued at
+// once, so that tags go up the stream in order).
 type Edge struct {
 	cfg      Config
 	sess     SessionConfig

@@ -89,7 +89,7 @@ func (u *upstream) open(s *session, key string) bool {
 			o.HandshakeDone(OriginFailure)
 			continue
 		}
-		tag, ok := rs.add(s)
+		tag, ok := rs.add(s, &corralv1.RelayOpen{RemoteAddr: s.dev.remoteAddr(), Transport: s.dev.kind()})
 		if !ok {
 			o.HandshakeDone(OriginNeutral)
 			continue
@@ -103,13 +103,14 @@ func (u *upstream) open(s *session, key string) bool {
 		}
 		s.mu.Unlock()
 		if closing {
+			// Closed meanwhile: the hub has the Open, so it gets the end.
 			rs.remove(tag)
+			rs.send(&corralv1.RelayFrame{Session: tag, Frame: &corralv1.RelayFrame_Close{Close: &corralv1.RelayClose{
+				Code: uint32(wire.CloseNormal), Reason: "device gone",
+			}}}, false)
 			o.HandshakeDone(OriginNeutral)
-			return true // closed meanwhile: nothing more to do
+			return true
 		}
-		rs.send(&corralv1.RelayFrame{Session: tag, Frame: &corralv1.RelayFrame_Open{Open: &corralv1.RelayOpen{
-			RemoteAddr: s.dev.remoteAddr(), Transport: s.dev.kind(),
-		}}}, false)
 		return true
 	}
 	return false
@@ -213,8 +214,12 @@ func (rs *relayStream) count() int {
 	return len(rs.sessions)
 }
 
-// add gives s a tag on the stream.
-func (rs *relayStream) add(s *session) (uint64, bool) {
+// add gives s a tag on the stream and queues its RelayOpen. The hub
+// refuses an Open whose tag is not above the last one it saw (so a late
+// frame of a closed session can never open a new one), so tags go up the
+// stream in the order they are given: the Open is queued under the same
+// lock that hands out the tag (lock order: relayStream.mu, then sendMu).
+func (rs *relayStream) add(s *session, open *corralv1.RelayOpen) (uint64, bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.broken {
@@ -222,6 +227,7 @@ func (rs *relayStream) add(s *session) (uint64, bool) {
 	}
 	rs.nextTag++
 	rs.sessions[rs.nextTag] = s
+	rs.send(&corralv1.RelayFrame{Session: rs.nextTag, Frame: &corralv1.RelayFrame_Open{Open: open}}, false)
 	return rs.nextTag, true
 }
 

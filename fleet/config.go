@@ -19,6 +19,17 @@ type Config struct {
 	// HubNet is the first three octets of the hubs' addresses, with the
 	// dot (default "127.0.1."); it must be inside 127.0.0.0/8.
 	HubNet string
+	// Edges is how many edges run (default 2; -1 for none), edge j on
+	// EdgeNet + (j+1), all on one pair of ports like the hubs. Each
+	// resolves the origin name at the fleet's DNS server and carries its
+	// devices to the hubs over Relay streams.
+	Edges int
+	// EdgeNet is the first three octets of the edges' addresses, with the
+	// dot (default "127.0.2.").
+	EdgeNet string
+	// Pick is how an edge picks a hub for a new session: "p2c" (default)
+	// or "first-address" (the naive pick, to show the pile-up).
+	Pick string
 	// NATSMembers is the size of the NATS cluster (default 3); hub i joins
 	// member i mod NATSMembers.
 	NATSMembers int
@@ -36,6 +47,8 @@ type Config struct {
 	// APIKey is the backends' publish key, for every tenant (default: a
 	// random one, see Fleet.APIKey).
 	APIKey string
+
+	relayKey string // the edges' relay key, random per fleet
 }
 
 // Validate fills the defaults and checks the fields.
@@ -49,11 +62,30 @@ func (c *Config) Validate() error {
 	if c.HubNet == "" {
 		c.HubNet = "127.0.1."
 	}
-	if !strings.HasSuffix(c.HubNet, ".") {
-		return fmt.Errorf("fleet: hub_net %q: want three octets and a dot (127.0.1. for example)", c.HubNet)
+	if err := checkNet("hub_net", c.HubNet); err != nil {
+		return err
 	}
-	if a, err := netip.ParseAddr(c.HubNet + "1"); err != nil || !netip.MustParsePrefix("127.0.0.0/8").Contains(a) {
-		return fmt.Errorf("fleet: hub_net %q: not a loopback network (127.0.0.0/8)", c.HubNet)
+	switch {
+	case c.Edges == 0:
+		c.Edges = 2
+	case c.Edges < -1 || c.Edges > 254:
+		return fmt.Errorf("fleet: edges: %d, want 1 to 254, or -1 for none", c.Edges)
+	}
+	if c.EdgeNet == "" {
+		c.EdgeNet = "127.0.2."
+	}
+	if err := checkNet("edge_net", c.EdgeNet); err != nil {
+		return err
+	}
+	if c.EdgeNet == c.HubNet {
+		return fmt.Errorf("fleet: edge_net %q: the same network as hub_net", c.EdgeNet)
+	}
+	switch c.Pick {
+	case "":
+		c.Pick = "p2c"
+	case "p2c", "first-address":
+	default:
+		return fmt.Errorf("fleet: pick %q: want p2c or first-address", c.Pick)
 	}
 	if c.NATSMembers == 0 {
 		c.NATSMembers = 3
@@ -78,3 +110,18 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// checkNet checks that net (the value of key) is three octets and a dot
+// inside 127.0.0.0/8.
+func checkNet(key, net string) error {
+	if !strings.HasSuffix(net, ".") {
+		return fmt.Errorf("fleet: %s %q: want three octets and a dot (127.0.1. for example)", key, net)
+	}
+	if a, err := netip.ParseAddr(net + "1"); err != nil || !netip.MustParsePrefix("127.0.0.0/8").Contains(a) {
+		return fmt.Errorf("fleet: %s %q: not a loopback network (127.0.0.0/8)", key, net)
+	}
+	return nil
+}
+
+// edges is how many edges run.
+func (c *Config) edges() int { return max(c.Edges, 0) }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralhq/corral/authdns"
+	"github.com/corralhq/corral/edge"
 	"github.com/corralhq/corral/health"
 	"github.com/corralhq/corral/hub"
 	"github.com/corralhq/corral/hub/auth"
@@ -31,6 +32,8 @@ type Options struct {
 	// Hub, when set, changes each hub's configuration before it starts
 	// (i is the hub's index); tests use it to tune a bound.
 	Hub func(i int, c *hub.Config)
+	// Edge, when set, changes each edge's configuration before it starts.
+	Edge func(i int, c *edge.Config)
 }
 
 // Part is one running server of the fleet with its own metrics registry.
@@ -50,6 +53,13 @@ type Hub struct {
 	killed bool
 }
 
+// Edge is a running edge of the fleet.
+type Edge struct {
+	Part
+	*edge.Edge
+	stopped bool
+}
+
 // Fleet is a running local fabric. Create it with New, then Start it;
 // Shutdown stops every part. Its methods are safe for concurrent use.
 type Fleet struct {
@@ -65,6 +75,9 @@ type Fleet struct {
 	hubs    []*Hub
 	port    int // the hubs' common gRPC port
 	wsPort  int // the hubs' common WebSocket port
+	edges   []*Edge
+	edgeWS  int // the edges' common WebSocket port
+	edgeRPC int // the edges' common gRPC port
 	started bool
 }
 
@@ -78,6 +91,9 @@ func New(cfg Config, opts Options) (*Fleet, error) {
 	}
 	if cfg.APIKey == "" {
 		cfg.APIKey = randomString(24)
+	}
+	if cfg.relayKey == "" {
+		cfg.relayKey = randomString(24)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -93,8 +109,8 @@ func randomString(n int) string {
 	return hex.EncodeToString(b)[:n]
 }
 
-// Start starts the NATS cluster, the hubs and the DNS server, in that
-// order, and returns once every part is ready, or the first error (with
+// Start starts the NATS cluster, the hubs, the DNS server and the edges,
+// in that order, and returns once every part is ready, or the first error (with
 // whatever started stopped again). ctx bounds the start.
 func (f *Fleet) Start(ctx context.Context) (err error) {
 	f.mu.Lock()
@@ -128,7 +144,64 @@ func (f *Fleet) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	return f.startDNS(ctx)
+	if err := f.startDNS(ctx); err != nil {
+		return err
+	}
+	if f.cfg.edges() == 0 {
+		return nil
+	}
+	if f.edgeWS, f.edgeRPC, err = commonPorts(f.edgeIPs()); err != nil {
+		return err
+	}
+	for j := range f.cfg.edges() {
+		if err := f.startEdge(j); err != nil {
+			return err
+		}
+	}
+	for _, e := range f.edges {
+		if err := waitReady(ctx, e.Name, e.Edge.Ready, e.errc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// edgeIPs are the edges' addresses.
+func (f *Fleet) edgeIPs() []string {
+	ips := make([]string, f.cfg.edges())
+	for i := range ips {
+		ips[i] = f.cfg.EdgeNet + strconv.Itoa(i+1)
+	}
+	return ips
+}
+
+// startEdge starts edge j, resolving the origin name at the fleet's DNS.
+func (f *Fleet) startEdge(j int) error {
+	name := "edge-" + strconv.Itoa(j+1)
+	ip := f.edgeIPs()[j]
+	cfg := edge.DefaultConfig()
+	cfg.NodeID = name
+	cfg.Listen = net.JoinHostPort(ip, strconv.Itoa(f.edgeWS))
+	cfg.GRPCListen = net.JoinHostPort(ip, strconv.Itoa(f.edgeRPC))
+	cfg.Admin.Addr = ""
+	cfg.Origins.Name = f.originName()
+	cfg.Origins.Port = f.port
+	cfg.Origins.Resolver = f.dns.Addr().String()
+	cfg.Origins.Static = nil
+	cfg.Origins.Pick = f.cfg.Pick
+	cfg.Relay.Key = f.cfg.relayKey
+	if f.opts.Edge != nil {
+		f.opts.Edge(j, &cfg)
+	}
+	reg := prometheus.NewRegistry()
+	e, err := edge.New(cfg, edge.Options{Registerer: reg, Logger: f.log.With("part", name)})
+	if err != nil {
+		return fmt.Errorf("fleet: %s: %w", name, err)
+	}
+	fe := &Edge{Part: Part{Name: name, Registry: reg, errc: make(chan error, 1)}, Edge: e}
+	go func() { fe.errc <- e.Run(context.Background()) }()
+	f.edges = append(f.edges, fe)
+	return nil
 }
 
 // hubIPs are the hubs' addresses.
@@ -193,6 +266,7 @@ func (f *Fleet) startHub(i int) error {
 		Keys:    []auth.KeyConfig{{ID: "fleet", Algorithm: "HS256", Secret: f.cfg.Secret}},
 		APIKeys: []auth.APIKeyConfig{{Name: "fleet", Key: f.cfg.APIKey, Tenants: []string{"*"}}},
 	}
+	cfg.Relay.Keys = []hub.RelayKeyConfig{{Name: "fleet", Key: f.cfg.relayKey}}
 	if f.opts.Hub != nil {
 		f.opts.Hub(i, &cfg)
 	}
@@ -299,7 +373,29 @@ func (f *Fleet) WSPort() int {
 }
 
 // OriginName is the DNS name whose A records are the hubs.
-func (f *Fleet) OriginName() string { return "origin." + f.cfg.Zone }
+func (f *Fleet) OriginName() string { return f.originName() }
+
+// originName is OriginName; it takes no lock (the zone never
+// changes), so it serves while the fleet's mutex is held too.
+func (f *Fleet) originName() string { return "origin." + f.cfg.Zone }
+
+// Edges returns the edges in index order.
+func (f *Fleet) Edges() []*Edge {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*Edge(nil), f.edges...)
+}
+
+// EdgeURLs are the WebSocket URLs of the edges ("ws://127.0.2.1:port/v1/ws").
+func (f *Fleet) EdgeURLs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var urls []string
+	for _, ip := range f.edgeIPs() {
+		urls = append(urls, "ws://"+net.JoinHostPort(ip, strconv.Itoa(f.edgeWS))+"/v1/ws")
+	}
+	return urls
+}
 
 // OriginPort is the hubs' common gRPC port: the origin name with it
 // reaches every hub's Corral service.
@@ -356,7 +452,7 @@ func (f *Fleet) KillHub(i int) error {
 	return nil
 }
 
-// Shutdown stops every part: the DNS server, then the hubs (each drains
+// Shutdown stops every part: the edges (each drains), the DNS server, then the hubs (each drains
 // within its drain deadline, bounded by ctx), then NATS.
 func (f *Fleet) Shutdown(ctx context.Context) error {
 	f.mu.Lock()
@@ -366,6 +462,24 @@ func (f *Fleet) Shutdown(ctx context.Context) error {
 
 func (f *Fleet) stopLocked(ctx context.Context) error {
 	var errs []error
+	var ewg sync.WaitGroup
+	eerrc := make(chan error, len(f.edges))
+	for _, e := range f.edges {
+		if e.stopped {
+			continue
+		}
+		e.stopped = true
+		ewg.Add(1)
+		go func() {
+			defer ewg.Done()
+			eerrc <- e.Shutdown(ctx)
+		}()
+	}
+	ewg.Wait()
+	close(eerrc)
+	for err := range eerrc {
+		errs = append(errs, err)
+	}
 	if f.dns != nil {
 		errs = append(errs, f.dns.Shutdown(ctx))
 		f.dns = nil

@@ -16,10 +16,16 @@ import (
 // end.
 func startFleet(t *testing.T, cfg Config) *Fleet {
 	t.Helper()
+	return startFleetWith(t, cfg, Options{})
+}
+
+// startFleetWith is startFleet with opts.
+func startFleetWith(t *testing.T, cfg Config, opts Options) *Fleet {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a NATS cluster and three hubs")
 	}
-	f, err := New(cfg, Options{})
+	f, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
