@@ -2,9 +2,11 @@ package fleet
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/edge"
+	"github.com/corralhq/corral/hub"
 
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/wire"
@@ -224,5 +228,158 @@ func TestEdgesSpreadSessionsOverHubs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// counterSum is the sum of the counter (or gauge) name of reg over the
+// series whose label has value (every series when label is "").
+func counterSum(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			ok := label == ""
+			for _, l := range m.GetLabel() {
+				ok = ok || (l.GetName() == label && l.GetValue() == value)
+			}
+			if ok {
+				s += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return s
+}
+
+// TestHubKillResumesFromTheEdgeCache kills one of three hubs while P0
+// messages are published: the devices it held are cut by their edge with
+// a retry hint, resume through the edges on the other hubs, and lose no
+// P0 message and see none twice; the edges answer at least 95 % of those
+// resumes from their replay cache, and the hubs read their history store
+// for at most the rest.
+func TestHubKillResumesFromTheEdgeCache(t *testing.T) {
+	const devices, messages = 60, 150
+	f := startFleet(t, Config{})
+	tok, err := f.Token("acme", []string{"alerts"}, 0, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	clients := make([]*client.Client, devices)
+	for i := range clients {
+		c, err := client.Dial(ctx, client.Config{Addrs: f.EdgeURLs(), Token: tok, Priority: client.PriorityP0,
+			ReconnectMin: 20 * time.Millisecond, ReconnectMax: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Subscribe(ctx, "alerts"); err != nil {
+			t.Fatal(err)
+		}
+		clients[i] = c
+	}
+	hubs := f.Hubs()
+	testkit.WaitFor(t, 20*time.Second, "every device on a hub", func() bool {
+		return hubs[0].Sessions()+hubs[1].Sessions()+hubs[2].Sessions() == devices
+	})
+	victim := 1
+	onVictim := hubs[victim].Sessions()
+	if onVictim == 0 {
+		t.Fatal("no device on the hub to kill")
+	}
+	storeReads := func() float64 {
+		s := 0.0
+		for i, h := range hubs {
+			if i != victim {
+				s += counterSum(t, h.Registry, "corral_hub_subscribe_sources_total", "source", "store")
+			}
+		}
+		return s
+	}
+	cacheAnswers := func() (hits, coalesced, misses float64) {
+		for _, e := range f.Edges() {
+			hits += counterSum(t, e.Registry, "corral_edge_replay_hits_total", "", "")
+			coalesced += counterSum(t, e.Registry, "corral_edge_replay_coalesced_total", "", "")
+			misses += counterSum(t, e.Registry, "corral_edge_replay_misses_total", "", "")
+		}
+		return
+	}
+	reads0 := storeReads()
+	h0, c0, m0 := cacheAnswers()
+
+	// Every device records the offsets its application sees.
+	got := make([][]uint64, devices)
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timeout := time.After(90 * time.Second)
+			for len(got[i]) < messages {
+				select {
+				case e := <-c.Events():
+					switch e.Kind {
+					case client.EventMessage:
+						got[i] = append(got[i], e.Message.GetOffset())
+					case client.EventGap:
+						t.Errorf("device %d: gap %+v", i, e.Gap)
+						return
+					}
+				case <-timeout:
+					return
+				}
+			}
+		}()
+	}
+
+	for n := range messages {
+		if n == messages/3 {
+			if err := f.KillHub(victim); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := hubs[0].Publish(ctx, hub.PublishRequest{Tenant: "acme", Channel: "alerts", Priority: wire.P0,
+			Data: []byte(strconv.Itoa(n))}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Wait()
+
+	for i, offs := range got {
+		if len(offs) != messages {
+			t.Errorf("device %d: %d of %d messages", i, len(offs), messages)
+			continue
+		}
+		for j, o := range offs {
+			if o != offs[0]+uint64(j) {
+				t.Errorf("device %d: offsets %v..., want %d in a row, each once", i, offs[:min(j+1, len(offs))], messages)
+				break
+			}
+		}
+	}
+	testkit.WaitFor(t, 10*time.Second, "every device back on the two hubs", func() bool {
+		return hubs[0].Sessions()+hubs[2].Sessions() == devices
+	})
+	h1, c1, m1 := cacheAnswers()
+	hits, coalesced, misses := h1-h0, c1-c0, m1-m0
+	reads := storeReads() - reads0
+	resumes := hits + coalesced + misses
+	t.Logf("%d devices on the killed hub; resumes at the edges %v: %v from the cache, %v after a coalesced read, %v upstream; history store reads at the hubs %v",
+		onVictim, resumes, hits, coalesced, misses, reads)
+	if resumes < float64(onVictim) {
+		t.Fatalf("%v resumes at the edges, want at least the %d devices of the killed hub", resumes, onVictim)
+	}
+	if hits+coalesced < 0.95*resumes {
+		t.Errorf("%v of %v resumes answered from the edge cache, want at least 95 %%", hits+coalesced, resumes)
+	}
+	if reads > 0.05*resumes {
+		t.Errorf("%v history store reads at the hubs for %v resumes, want at most 5 %%", reads, resumes)
 	}
 }
