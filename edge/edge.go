@@ -299,6 +299,43 @@ func (e *Edge) Ready() error {
 	return e.origins.Ready()
 }
 
+// Stats is an edge's state at one instant, for programs that embed it and
+// tests that do not read Prometheus.
+type Stats struct {
+	// Sessions is the device sessions open (Sessions()).
+	Sessions int
+	// OriginSessions is the sessions established on each origin address
+	// (handshakes in flight not included).
+	OriginSessions map[string]int64
+	// Replay is the replay cache's counters (zero with replay.disabled).
+	Replay ReplayStats
+	// Stage is the Shedder's stage (StageNormal without admission).
+	Stage limit.Stage
+	// HandshakeLimit and MessageLimit are the two Limiters' limits (0
+	// without admission).
+	HandshakeLimit, MessageLimit int
+}
+
+// Stats returns the edge's state now.
+func (e *Edge) Stats() Stats {
+	st := Stats{Sessions: e.Sessions(), OriginSessions: map[string]int64{}}
+	for _, o := range e.origins.List() {
+		st.OriginSessions[o.Addr()] = o.Sessions()
+	}
+	if e.cache != nil {
+		st.Replay = e.cache.Stats()
+	}
+	if e.adm.shedder != nil {
+		st.Stage = e.adm.shedder.Stage()
+		st.HandshakeLimit, st.MessageLimit = e.adm.handshake.Limit(), e.adm.messages.Limit()
+	}
+	return st
+}
+
+// Origins returns the edge's origin set (its addresses, load and
+// ejections).
+func (e *Edge) Origins() *Origins { return e.origins }
+
 // NodeID returns the edge's node id.
 func (e *Edge) NodeID() string { return e.nodeID }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/hub"
 	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -441,5 +442,25 @@ func TestIdenticalMissesCoalesced(t *testing.T) {
 	pub(4)
 	if f, err := r.stream.Recv(); err != nil || string(f.GetMessage().GetData()) != "m4" {
 		t.Fatalf("next: %v %v, want m4 (no repeat of 1..3)", f, err)
+	}
+}
+
+// TestStats: Stats reads the sessions per origin and the cache for
+// programs and tests that embed the edge.
+func TestStats(t *testing.T) {
+	a, b := startHub(t, nil), startHub(t, nil)
+	te := startEdge(t, func(c *Config) { c.Admission.Enabled = true }, a, b)
+	for range 6 {
+		welcomed(t, te, 2)
+	}
+	st := te.Stats()
+	if st.Sessions != 6 || st.OriginSessions[a.GRPCAddr().String()]+st.OriginSessions[b.GRPCAddr().String()] != 6 {
+		t.Fatalf("stats %+v: want 6 sessions over the two origins", st)
+	}
+	if got := int64(a.Sessions() + b.Sessions()); got != 6 {
+		t.Errorf("the hubs hold %d sessions, want 6", got)
+	}
+	if st.HandshakeLimit == 0 || st.Stage != limit.StageNormal {
+		t.Errorf("admission in stats: %+v", st)
 	}
 }
