@@ -2,6 +2,7 @@ package hub
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/corralhq/corral/hub/history"
 	"github.com/corralhq/corral/wire"
@@ -19,6 +20,8 @@ type delivery struct {
 	once [3]sync.Once // by wire.Format
 	enc  [3][]byte
 	err  [3]error
+
+	relayed atomic.Pointer[corralv1.RelayFrame_Server] // frame as a RelayFrame's oneof, shared by relayed sessions
 }
 
 func newDelivery(name string, m history.Message) *delivery {

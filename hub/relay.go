@@ -611,7 +611,15 @@ func (t *relayTransport) writeDelivery(d *delivery) error {
 	if !t.fits(d.frame, d.size) {
 		return errRelayTooBig
 	}
-	return t.send(&corralv1.RelayFrame{Session: t.tag, Frame: &corralv1.RelayFrame_Server{Server: d.frame}})
+	// The oneof wrapper is read-only: one for every relayed session.
+	w := d.relayed.Load()
+	if w == nil {
+		w = &corralv1.RelayFrame_Server{Server: d.frame}
+		if !d.relayed.CompareAndSwap(nil, w) {
+			w = d.relayed.Load()
+		}
+	}
+	return t.send(&corralv1.RelayFrame{Session: t.tag, Frame: w})
 }
 
 // fits reports whether f, in a RelayFrame, is within the gRPC send limit:
