@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/corralhq/corral/hub"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -22,13 +26,32 @@ func goAwayOf(frames []*corralv1.ServerFrame) *corralv1.GoAway {
 
 // TestDrainSendsJitteredGoAways: Shutdown sends every session a GoAway
 // marked drain with a hint of drain.retry_after plus up to 100 % jitter,
-// then 1001; Ready fails from the start of the drain.
+// then 1001, at drain.rate; Ready fails and grpc.health.v1 answers
+// NOT_SERVING from the start of the drain.
 func TestDrainSendsJitteredGoAways(t *testing.T) {
 	th := startHub(t, nil)
-	te := startEdge(t, func(c *Config) { c.Drain.RetryAfter = 2 * time.Second }, th)
+	te := startEdge(t, func(c *Config) { c.Drain.RetryAfter, c.Drain.Rate = 2*time.Second, 10 }, th)
 	var rs []*rawGRPC
 	for range 8 {
 		rs = append(rs, welcomed(t, te, 2))
+	}
+	cc, err := grpc.NewClient("passthrough:///"+te.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	hc := healthpb.NewHealthClient(cc)
+	health := func() healthpb.HealthCheckResponse_ServingStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatalf("health: %v", err)
+		}
+		return res.GetStatus()
+	}
+	if st := health(); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health before the drain: %v", st)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -52,6 +75,11 @@ func TestDrainSendsJitteredGoAways(t *testing.T) {
 		}
 		if te.Ready() == nil {
 			t.Error("Ready while draining")
+		}
+		if i == 0 { // at 10 a second, the other seven are still open
+			if st := health(); st != healthpb.HealthCheckResponse_NOT_SERVING {
+				t.Errorf("health while draining: %v", st)
+			}
 		}
 	}
 	if len(hints) < 2 {

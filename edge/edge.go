@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/corralhq/corral/internal/tlsconf"
 	"github.com/corralhq/corral/limit"
@@ -62,6 +63,7 @@ type Edge struct {
 	adm      admission
 	relayKey string
 	tls      *tlsconf.Server // nil: plaintext
+	health   *health.Server  // grpc.health.v1 of the gRPC port, following Ready
 
 	started  chan struct{}
 	done     chan struct{}
@@ -88,6 +90,7 @@ func New(cfg Config, opts Options) (*Edge, error) {
 		cfg: cfg, sess: cfg.Session.withDefaults(), relayCfg: cfg.Relay.withDefaults(), drainCfg: cfg.Drain.withDefaults(),
 		opts: opts, log: opts.Logger, now: opts.Now, relayKey: cfg.Relay.relayKey(),
 		started: make(chan struct{}), done: make(chan struct{}), sessions: make(map[*session]struct{}),
+		health: newHealthServer(),
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -205,6 +208,8 @@ func (e *Edge) run(ctx context.Context) (err error) {
 		wg.Go(func() { e.severLoop(ctx, 100*time.Millisecond) })
 	}
 	e.ready.Store(true)
+	e.syncHealth()
+	wg.Go(func() { every(ctx, time.Second, e.syncHealth) })
 	close(e.started)
 	startedClosed = true
 	e.log.Info("edge up", "node", e.nodeID, "listen", ws.addrString(), "grpc", addrString(grpcLn), "tls", e.tls != nil)
@@ -214,6 +219,7 @@ func (e *Edge) run(ctx context.Context) (err error) {
 	case err = <-errc:
 	}
 	e.ready.Store(false)
+	e.health.Shutdown() // NOT_SERVING for good
 	e.closeListeners()
 	e.stopSessions()
 	if e.grpcSrv != nil {
@@ -395,6 +401,7 @@ func (e *Edge) Shutdown(ctx context.Context) error {
 		<-e.done
 		return nil
 	}
+	e.syncHealth() // NOT_SERVING: draining
 	e.closeListeners()
 	dctx, cancel := context.WithTimeout(ctx, e.drainCfg.Deadline)
 	defer cancel()

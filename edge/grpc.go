@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -47,7 +49,34 @@ func (e *Edge) newGRPCServer() *grpc.Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second}),
 	)...)
 	corralv1.RegisterCorralServer(s, &grpcService{e: e})
+	healthpb.RegisterHealthServer(s, e.health)
 	return s
+}
+
+// healthServices are the service names the edge's grpc.health.v1 reports,
+// as the hub's: the whole server and the session service.
+var healthServices = []string{"", corralv1.Corral_ServiceDesc.ServiceName}
+
+// newHealthServer returns the health service, NOT_SERVING until Run
+// follows Ready.
+func newHealthServer() *health.Server {
+	hs := health.NewServer()
+	for _, svc := range healthServices {
+		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	return hs
+}
+
+// syncHealth sets the health service from Ready (NOT_SERVING while
+// draining or before an origin is known).
+func (e *Edge) syncHealth() {
+	st := healthpb.HealthCheckResponse_SERVING
+	if e.Ready() != nil {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	for _, svc := range healthServices {
+		e.health.SetServingStatus(svc, st)
+	}
 }
 
 // errStalled is the write error of a device that has read nothing for
