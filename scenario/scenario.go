@@ -25,8 +25,8 @@ type Scenario struct {
 	Seed uint64 `yaml:"seed"`
 	// Duration is the event time simulated. Required.
 	Duration time.Duration `yaml:"duration"`
-	// Step is the time step of sim and the resolution of kraken's schedule.
-	// Default 1s.
+	// Step is the time step of sim (kraken schedules each event at its own
+	// time). Default 1s.
 	Step time.Duration `yaml:"step"`
 	// Scale is the population factor: every count of devices and every
 	// capacity is multiplied by it. Default 1 (full size). kraken replays a

@@ -18,6 +18,7 @@ func commands() []func(*globals) *cobra.Command {
 	return []func(*globals) *cobra.Command{
 		newVersionCmd,
 		newSimCmd,
+		newKrakenCmd,
 		newDNSCmd,
 		newHubCmd,
 		newEdgeCmd,

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	nbiologging "github.com/lesismal/nbio/logging"
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/kraken"
+	"github.com/corralhq/corral/scenario"
+)
+
+// krakenFlags are the flags of `corral kraken run`.
+type krakenFlags struct {
+	targets   []string
+	resolver  string
+	publish   string
+	apiKeyEnv string
+	secretEnv string
+	kid       string
+	sources   string
+	drainPIDs []int
+	out       string
+	every     time.Duration
+}
+
+func newKrakenCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kraken",
+		Short: "Hold many real connections and storm a fleet with them (kraken run SCENARIO.yaml)",
+	}
+	cmd.AddCommand(newKrakenRunCmd(g))
+	return cmd
+}
+
+func newKrakenRunCmd(g *globals) *cobra.Command {
+	var f krakenFlags
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO.yaml --target ws://HOST:PORT/v1/ws --secret-env VAR",
+		Short: "Run a scenario's devices against a real fleet and measure how it takes them back",
+		Long: `kraken run drives the devices of a scenario file (the format corral sim
+runs) as real WebSocket sessions against --target: warm-up of the initial
+devices, arrivals at their rate, publishes through --publish, drops of a
+share of the sessions and server-side mass closes (--drain-pid: SIGTERM to
+a hub process, whose drain closes its sessions with a retry hint), until
+duration or a stop condition. A key it cannot run yet is refused with its
+file and line before anything starts.
+
+Session tokens are minted for tenants t0, t1, ... with the HMAC secret of
+the variable --secret-env names; the publish API key comes from
+--api-key-env. Progress lines go to stderr; the JSON result (documented in
+kraken/README.md) to stdout, or to --out FILE.`,
+		Example: `  CORRAL_DEV_SECRET=... CORRAL_API_KEY=... corral kraken run scenarios/kraken-small.yaml \
+    --target ws://127.0.0.1:7400/v1/ws --publish http://127.0.0.1:7400 \
+    --secret-env CORRAL_DEV_SECRET --api-key-env CORRAL_API_KEY`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runKraken(cmd.Context(), g, args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.targets, "target", nil, "ws:// URL of the fleet (repeatable); a host name stands for every address it resolves to")
+	fl.StringVar(&f.resolver, "resolver", "", "ip:port of the DNS server resolving target names (default: the system resolver)")
+	fl.StringVar(&f.publish, "publish", "", "http://host:port of a hub's publish API (needed by traffic.publish)")
+	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the publish API key")
+	fl.StringVar(&f.secretEnv, "secret-env", "", "environment variable holding the HMAC secret of session tokens (required)")
+	fl.StringVar(&f.kid, "kid", "", "key id put in the token header (must match the key's id when set)")
+	fl.StringVar(&f.sources, "sources", "", "local address range of the connections (default 127.64.0.0/10)")
+	fl.IntSliceVar(&f.drainPIDs, "drain-pid", nil, "hub process ids a mass close drains with SIGTERM, in order (needed by traffic.mass_close)")
+	fl.StringVar(&f.out, "out", "", "write the JSON result to this file instead of stdout")
+	fl.DurationVar(&f.every, "every", time.Second, "period of the progress lines")
+	return cmd
+}
+
+func runKraken(ctx context.Context, g *globals, path string, f krakenFlags) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	sc, err := scenario.Load(path)
+	if err != nil {
+		return err
+	}
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	// nbio has one process-wide logger; it would print on stdout, which
+	// carries the result.
+	nbiologging.SetLogger(nbioLog{log: log})
+	cfg := kraken.Config{
+		Targets: f.targets, Resolver: f.resolver, PublishURL: f.publish,
+		Progress: g.stderr, ProgressEvery: f.every, Logger: log,
+	}
+	if f.apiKeyEnv != "" {
+		cfg.APIKey = os.Getenv(f.apiKeyEnv)
+	}
+	if f.sources != "" {
+		if cfg.Sources, err = netip.ParsePrefix(f.sources); err != nil {
+			return fmt.Errorf("kraken: --sources %q: want a CIDR range", f.sources)
+		}
+	}
+	if f.secretEnv == "" {
+		return errors.New("kraken: --secret-env is required (the name of the variable holding the token secret)")
+	}
+	ttl := sc.Duration + time.Hour
+	cfg.Token = func(tenant string, rank int) (string, error) {
+		return mintToken(&tokenFlags{secretEnv: f.secretEnv, algorithm: "HS256", kid: f.kid, tenant: tenant,
+			channels: []string{">"}, priority: "p" + strconv.Itoa(rank), ttl: ttl}, time.Now())
+	}
+	if len(f.drainPIDs) > 0 {
+		cfg.MassClose = drainPIDs(f.drainPIDs)
+	}
+	k, err := kraken.New(sc, cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := k.Run(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if f.out != "" {
+		return os.WriteFile(f.out, b, 0o644)
+	}
+	_, err = g.stdout.Write(b)
+	return err
+}
+
+// drainPIDs returns a mass close that sends SIGTERM to the next processes
+// of pids: a hub drains on SIGTERM (GoAway with its retry hint to every
+// session, then a close).
+func drainPIDs(pids []int) func(context.Context, int) error {
+	var mu sync.Mutex
+	next := 0
+	return func(_ context.Context, n int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if next+n > len(pids) {
+			return fmt.Errorf("kraken: a mass close of %d origins, but only %d --drain-pid left", n, len(pids)-next)
+		}
+		var errs []error
+		for _, pid := range pids[next : next+n] {
+			p, err := os.FindProcess(pid)
+			if err == nil {
+				err = p.Signal(syscall.SIGTERM)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kraken: SIGTERM to %d: %w", pid, err))
+			}
+		}
+		next += n
+		return errors.Join(errs...)
+	}
+}

@@ -1,0 +1,145 @@
+package kraken
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"time"
+)
+
+// Config is where and how a run drives its devices: the target, the
+// credentials and the engine's resources. What the devices do comes from
+// the scenario. The zero value is not valid (a run needs Targets and
+// Token); DefaultConfig fills the rest.
+type Config struct {
+	// Targets are the WebSocket URLs of the fleet (ws://host:port/path,
+	// no path: /v1/ws). A host that is a name stands for every address it
+	// resolves to, resolved again before every attempt (as package client
+	// does); each attempt goes to one of them, uniformly at random.
+	Targets []string
+	// Resolver is the host:port of the DNS server that resolves target
+	// names (the fleet's authdns); empty: the system resolver.
+	Resolver string
+	// Resolve, when set, resolves target names instead of Resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// PublishURL is the base URL of the hub publish API (http://host:port;
+	// /v1/publish is appended), required when the scenario publishes.
+	PublishURL string
+	// APIKey is the backends' publish key (Authorization: Bearer).
+	APIKey string
+	// Token mints the session token of a device of tenant (named "t0",
+	// "t1", ...) with priority rank (0 is P0); it must allow the channels
+	// c0, c1, ... Called once per tenant and priority before the run.
+	Token func(tenant string, rank int) (string, error)
+	// MassClose, when set, makes origins close every session they hold
+	// with a retry hint (traffic.mass_close): it is called with the count
+	// of origins the scenario names. A scenario with a mass close and no
+	// MassClose is refused before the run starts.
+	MassClose func(ctx context.Context, origins int) error
+	// Sources is the range of local addresses the devices' connections
+	// come from, device i from the i-th address of the range (cyclically),
+	// so that the connections are not bound by one address's ephemeral
+	// ports. Default 127.64.0.0/10 (4 M loopback sources).
+	Sources netip.Prefix
+	// Pollers is the number of nbio poller goroutines. Default 1.
+	Pollers int
+	// Dialers is the number of goroutines that run TCP connects (the only
+	// blocking step of an attempt). Default 64.
+	Dialers int
+	// Progress receives a progress line every ProgressEvery; nil: none.
+	Progress io.Writer
+	// ProgressEvery is the period of progress lines. Default 1s.
+	ProgressEvery time.Duration
+	// Settle is how long the run waits at its end for messages still in
+	// flight (until every P0 message expected has arrived). Default 3s.
+	Settle time.Duration
+	// AtEnd, when set, is called once when the run has stopped driving
+	// (no new attempt, publishers stopped, messages in flight settled) and
+	// before it closes its sessions: the moment to read the servers' own
+	// counts of what the run holds.
+	AtEnd func()
+	// Logger receives the run's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with every default set (Targets and
+// Token left empty).
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
+func (c Config) withDefaults() Config {
+	if !c.Sources.IsValid() {
+		c.Sources = netip.MustParsePrefix("127.64.0.0/10")
+	}
+	if c.Pollers <= 0 {
+		c.Pollers = 1
+	}
+	if c.Dialers <= 0 {
+		c.Dialers = 64
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = time.Second
+	}
+	if c.Settle <= 0 {
+		c.Settle = 3 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every bad field of c.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Targets) == 0 {
+		errs = append(errs, errors.New("kraken: no target: give at least one ws:// URL"))
+	}
+	for _, t := range c.Targets {
+		if _, err := parseTarget(t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Token == nil {
+		errs = append(errs, errors.New("kraken: no token source: the devices need session tokens"))
+	}
+	if c.PublishURL != "" {
+		if u, err := url.Parse(c.PublishURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("kraken: publish URL %q: want http://host:port", c.PublishURL))
+		}
+	}
+	if c.Sources.IsValid() && (!c.Sources.Addr().Is4() || c.Sources.Bits() > 30) {
+		errs = append(errs, fmt.Errorf("kraken: sources %v: want an IPv4 range of at least 4 addresses", c.Sources))
+	}
+	if c.Resolver != "" {
+		if _, err := netip.ParseAddrPort(c.Resolver); err != nil {
+			errs = append(errs, fmt.Errorf("kraken: resolver %q: want ip:port", c.Resolver))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// target is one parsed target URL.
+type target struct {
+	host string // name or address
+	port string
+	path string
+}
+
+func parseTarget(s string) (target, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "ws" || u.Hostname() == "" || u.Port() == "" {
+		if err == nil && u.Scheme == "wss" {
+			return target{}, fmt.Errorf("kraken: target %q: wss (TLS) is not run yet; give a ws:// URL", s)
+		}
+		return target{}, fmt.Errorf("kraken: target %q: want ws://host:port[/path]", s)
+	}
+	p := u.Path
+	if p == "" {
+		p = "/v1/ws"
+	}
+	return target{host: u.Hostname(), port: u.Port(), path: p}, nil
+}

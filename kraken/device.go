@@ -1,0 +1,452 @@
+package kraken
+
+import (
+	"encoding/binary"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
+)
+
+// Close codes a peer never sends in a frame: no status in the close frame
+// (1005) and a connection that ended without a close frame (1006).
+const (
+	closeNoStatus wire.CloseCode = 1005
+	closeAbnormal wire.CloseCode = 1006
+)
+
+// Device states.
+const (
+	stIdle    uint8 = iota // not started, or waiting for its next attempt
+	stDialing              // TCP connect and upgrade in flight
+	stHello                // upgraded, Hello sent, waiting for Welcome
+	stUp                   // session held (Welcome received)
+	stStopped              // the run ended, or a terminal close
+)
+
+// chanPos is a device's position in one channel, as the client SDK keeps
+// it: the epoch and the highest offset delivered (the resume position;
+// P0 is acknowledged on receipt, so nothing unacknowledged holds it back),
+// plus what the application-level checks need.
+type chanPos struct {
+	epoch    string
+	received uint64 // highest offset delivered: the resume position
+	from     uint64 // offset at the first subscription: P0 after it is expected
+	fromSet  bool
+	appLast  uint64 // highest offset the application saw (duplicate check)
+	p0       uint32 // P0 messages the application saw
+}
+
+// devRand is a device's own random source for its backoff draws
+// (splitmix64): eight bytes instead of a math/rand generator, seeded from
+// the scenario's seed and the device's number so a run is reproducible.
+type devRand struct{ s uint64 }
+
+func (r *devRand) Float64() float64 {
+	r.s += 0x9e3779b97f4a7c15
+	z := r.s
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11) / (1 << 53)
+}
+
+// device is one simulated device: a session with the session protocol of
+// package wire, its resume positions, and its reconnect schedule. Its
+// mutex guards every field below it; callbacks come from the poller, the
+// dialers and timers.
+type device struct {
+	r      *runner
+	id     int32
+	prio   uint8 // 0 (P0) .. 2
+	tenant uint16
+
+	mu        sync.Mutex
+	state     uint8
+	gen       uint32 // attempt number, to drop callbacks of old attempts
+	conn      *wsConn
+	said      *wire.Close // a GoAway or Error that explains the coming close
+	attemptAt time.Time
+	timer     *time.Timer
+	retry     backoff.Backoff
+	rnd       devRand
+	storm     int16 // storm whose drop the device is recovering from; -1 none
+	pending   int16 // storm that is cutting the device now; -1 none
+	downAt    time.Time
+	tries     int32 // attempts since the drop
+	chans     []chanPos
+}
+
+// schedule arms the device's timer to call f after d.
+func (d *device) schedule(delay time.Duration, f func()) {
+	if d.timer == nil {
+		d.timer = time.AfterFunc(delay, f)
+		return
+	}
+	d.timer.Stop()
+	d.timer = time.AfterFunc(delay, f)
+}
+
+// attempt starts a connection attempt.
+func (d *device) attempt() {
+	d.mu.Lock()
+	if d.state == stStopped || d.r.stopping() {
+		d.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	d.gen++
+	gen := d.gen
+	d.state, d.attemptAt, d.conn, d.said = stDialing, now, nil, nil
+	if d.storm >= 0 {
+		d.tries++
+	}
+	d.schedule(d.r.connectTimeout, func() { d.timeout(gen) })
+	d.mu.Unlock()
+	d.r.rec.attempt(now)
+	d.r.attempts.Add(1)
+	d.r.dial(d, gen)
+}
+
+// stale reports whether gen is not the current attempt (caller holds mu).
+func (d *device) stale(gen uint32) bool { return gen != d.gen || d.state == stStopped }
+
+// dialFailed: the TCP connect or the request failed.
+func (d *device) dialFailed(gen uint32, reason string) {
+	d.mu.Lock()
+	if d.stale(gen) || d.state != stDialing {
+		d.mu.Unlock()
+		return
+	}
+	d.failLocked(reason, wire.Close{Code: closeAbnormal})
+}
+
+// connected: TCP is up.
+func (d *device) connected(gen uint32) {
+	d.mu.Lock()
+	at, ok := d.attemptAt, !d.stale(gen)
+	d.mu.Unlock()
+	if ok {
+		d.r.rec.res.Latency.Connect.Record(time.Since(at))
+	}
+}
+
+// attach makes w the attempt's connection; false when the attempt is over.
+func (d *device) attach(gen uint32, w *wsConn) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stale(gen) || d.state != stDialing {
+		return false
+	}
+	d.conn = w
+	return true
+}
+
+// timeout: the attempt did not reach Welcome within connect_timeout.
+func (d *device) timeout(gen uint32) {
+	d.mu.Lock()
+	if d.stale(gen) || d.state == stUp || d.state == stIdle {
+		d.mu.Unlock()
+		return
+	}
+	w := d.conn
+	d.conn = nil
+	d.failLocked("timeout", wire.Close{Code: closeAbnormal})
+	if w != nil {
+		w.cut()
+	}
+}
+
+// failLocked counts a failed attempt and schedules the next one, or stops
+// the device on a terminal close. It unlocks mu.
+func (d *device) failLocked(reason string, cl wire.Close) {
+	d.state, d.conn = stIdle, nil
+	terminal := !cl.Code.Retryable()
+	var delay time.Duration
+	if terminal {
+		d.state = stStopped
+		d.timer.Stop()
+	} else {
+		delay = d.retry.NextAfter(cl.RetryAfter)
+		d.schedule(delay, d.attempt)
+	}
+	d.mu.Unlock()
+	d.r.rec.failure(reason, int(d.prio))
+	if terminal {
+		d.r.rec.terminal(int(d.prio))
+	}
+}
+
+// upgraded: the server accepted the WebSocket; send Hello with a
+// subscription per channel, each from its resume position.
+func (d *device) upgraded(w *wsConn) {
+	d.mu.Lock()
+	if d.conn != w {
+		d.mu.Unlock()
+		return
+	}
+	d.state = stHello
+	h := &corralv1.Hello{Token: d.r.tokens[d.tenant][d.prio], Priority: wire.PriorityOfRank(int(d.prio)), Client: "kraken"}
+	for i := range d.chans {
+		s := &corralv1.Subscribe{Channel: channelName(i)}
+		if c := &d.chans[i]; c.epoch != "" {
+			s.From = &corralv1.Position{Epoch: c.epoch, Offset: c.received}
+		}
+		h.Subscribe = append(h.Subscribe, s)
+	}
+	d.mu.Unlock()
+	d.sendFrame(w, &corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: h}})
+}
+
+func (d *device) sendFrame(w *wsConn, f *corralv1.ClientFrame) {
+	b, err := d.r.codec.AppendClientFrame(nil, f)
+	if err == nil {
+		err = w.send(b)
+	}
+	if err != nil {
+		w.cut()
+	}
+}
+
+// channelName is the name of a device's i-th channel.
+func channelName(i int) string { return "c" + strconv.Itoa(i) }
+
+// message handles one server frame.
+func (d *device) message(w *wsConn, data []byte) {
+	var f corralv1.ServerFrame
+	if err := d.r.codec.DecodeServerFrame(data, &f); err != nil {
+		w.fail(protoError{"undecodable server frame"})
+		return
+	}
+	now := time.Now()
+	switch fr := f.GetFrame().(type) {
+	case *corralv1.ServerFrame_Welcome:
+		d.welcome(w, fr.Welcome, now)
+	case *corralv1.ServerFrame_Subscribed:
+		d.subscribed(w, fr.Subscribed, now)
+	case *corralv1.ServerFrame_Message:
+		d.onMessage(w, fr.Message, now)
+	case *corralv1.ServerFrame_Ping:
+		d.sendFrame(w, &corralv1.ClientFrame{Id: f.GetId(), Frame: &corralv1.ClientFrame_Pong{Pong: &corralv1.Pong{Payload: fr.Ping.GetPayload()}}})
+	case *corralv1.ServerFrame_GoAway, *corralv1.ServerFrame_Error:
+		if e := f.GetError(); e != nil && e.GetChannel() != "" {
+			d.r.rec.failure("subscribe_"+strconv.Itoa(int(e.GetCode())), int(d.prio))
+			return
+		}
+		if cl, ok := wire.CloseFromFrame(&f); ok {
+			d.mu.Lock()
+			if d.conn == w {
+				d.said = &cl
+			}
+			d.mu.Unlock()
+		}
+	}
+}
+
+func (d *device) welcome(w *wsConn, wl *corralv1.Welcome, now time.Time) {
+	d.mu.Lock()
+	if d.conn != w || d.state != stHello {
+		d.mu.Unlock()
+		return
+	}
+	d.state = stUp
+	d.retry.Reset()
+	lat := now.Sub(d.attemptAt)
+	storm, down, tries := d.storm, d.downAt, d.tries
+	d.storm, d.tries = -1, 0
+	d.mu.Unlock()
+	d.r.held.Add(1)
+	rec := d.r.rec
+	rec.res.Latency.Welcome.Record(lat)
+	rec.welcome(wl.GetNodeId(), int(d.prio))
+	if storm >= 0 {
+		rec.back(int(storm), now.Sub(down), int(tries))
+		d.r.recovering.Add(-1)
+	}
+}
+
+func (d *device) subscribed(w *wsConn, s *corralv1.Subscribed, now time.Time) {
+	i, ok := channelIndex(s.GetChannel(), len(d.chans))
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	if d.conn != w {
+		d.mu.Unlock()
+		return
+	}
+	c := &d.chans[i]
+	pos := s.GetPosition()
+	if !s.GetRecovered() {
+		// Live, or a resume that could not recover: continue from the
+		// server's position (the loss stays counted as missing P0).
+		if c.epoch != pos.GetEpoch() {
+			c.epoch = d.r.intern(pos.GetEpoch())
+			c.appLast = 0
+		}
+		c.received = pos.GetOffset()
+		c.appLast = max(c.appLast, c.received)
+	}
+	if !c.fromSet {
+		c.from, c.fromSet = pos.GetOffset(), true
+	}
+	at := d.attemptAt
+	d.mu.Unlock()
+	if s.GetResumed() {
+		d.r.rec.resume(s.GetRecovered())
+		d.r.rec.res.Latency.Resume.Record(now.Sub(at))
+	}
+}
+
+// channelIndex parses "c<i>".
+func channelIndex(name string, n int) (int, bool) {
+	if len(name) < 2 || name[0] != 'c' {
+		return 0, false
+	}
+	i, err := strconv.Atoi(name[1:])
+	return i, err == nil && i >= 0 && i < n
+}
+
+func (d *device) onMessage(w *wsConn, m *corralv1.Message, now time.Time) {
+	i, ok := channelIndex(m.GetChannel(), len(d.chans))
+	if !ok {
+		return
+	}
+	p := wire.Rank(m.GetPriority())
+	rec := d.r.rec
+	d.mu.Lock()
+	if d.conn != w {
+		d.mu.Unlock()
+		return
+	}
+	c := &d.chans[i]
+	dup, appDup := false, false
+	switch {
+	case m.GetEpoch() == c.epoch && m.GetOffset() <= c.received:
+		dup = true // dedupe by offset: already delivered
+	default:
+		if m.GetEpoch() != c.epoch {
+			c.epoch, c.appLast = d.r.intern(m.GetEpoch()), 0
+		}
+		c.received = m.GetOffset()
+		// The application's own check: an offset it saw already.
+		appDup = m.GetOffset() <= c.appLast
+		c.appLast = max(c.appLast, m.GetOffset())
+		if p == 0 && !appDup {
+			c.p0++
+		}
+	}
+	d.mu.Unlock()
+	rec.messages(func(ms *Messages) {
+		ms.Received[priorityLabels[p]]++
+		switch {
+		case dup:
+			ms.WireDuplicates++
+		case appDup:
+			if p == 0 {
+				ms.P0Duplicated++
+			}
+		default:
+			ms.Delivered[priorityLabels[p]]++
+		}
+	})
+	if !dup && len(m.GetData()) >= 8 {
+		sent := time.Unix(0, int64(binary.BigEndian.Uint64(m.GetData())))
+		rec.res.Latency.Deliver[priorityLabels[p]].Record(now.Sub(sent))
+	}
+	if p == 0 {
+		d.sendFrame(w, &corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Channel: m.GetChannel(), Epoch: m.GetEpoch(), Offset: m.GetOffset()}}})
+	}
+}
+
+// ended: the connection w is over (reason names a failure of ours, or
+// "" for the server's close cl).
+func (d *device) ended(w *wsConn, reason string, cl wire.Close) {
+	d.mu.Lock()
+	if d.conn != w || d.state == stStopped {
+		d.mu.Unlock()
+		return
+	}
+	if d.said != nil {
+		if cl.Code == closeNoStatus || cl.Code == closeAbnormal {
+			cl.Code = d.said.Code
+		}
+		if cl.RetryAfter == 0 {
+			cl.RetryAfter = d.said.RetryAfter
+		}
+		if reason == "cut" {
+			reason = ""
+		}
+	}
+	if reason == "" {
+		reason = "close_" + strconv.Itoa(int(cl.Code))
+	}
+	if d.state != stUp {
+		d.failLocked(reason, cl)
+		return
+	}
+	// A held session ended: the device starts to recover.
+	d.r.held.Add(-1)
+	storm := d.pending
+	if storm < 0 {
+		storm = d.r.latestStorm()
+	}
+	d.pending = -1
+	if storm >= 0 && d.storm < 0 {
+		d.storm, d.downAt, d.tries = storm, time.Now(), 0
+		d.r.recovering.Add(1)
+		d.r.rec.dropped(int(storm))
+	}
+	d.state, d.conn = stIdle, nil
+	terminal := !cl.Code.Retryable()
+	if terminal {
+		d.state = stStopped
+		d.timer.Stop()
+		if d.storm >= 0 {
+			d.r.recovering.Add(-1)
+		}
+	} else {
+		d.schedule(d.retry.NextAfter(cl.RetryAfter), d.attempt)
+	}
+	d.mu.Unlock()
+	d.r.rec.disconnect(reason, int(d.prio))
+	if terminal {
+		d.r.rec.terminal(int(d.prio))
+	}
+}
+
+// drop cuts the device's session for storm s, as a network drop would;
+// false when it holds none.
+func (d *device) drop(s int16) bool {
+	d.mu.Lock()
+	if d.state != stUp || d.conn == nil {
+		d.mu.Unlock()
+		return false
+	}
+	d.pending = s
+	w := d.conn
+	d.mu.Unlock()
+	w.cut()
+	return true
+}
+
+// stop ends the device at the end of the run: a normal close.
+func (d *device) stop() {
+	d.mu.Lock()
+	if d.state == stUp {
+		d.r.held.Add(-1)
+	}
+	d.state = stStopped
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	w := d.conn
+	d.conn = nil
+	d.mu.Unlock()
+	if w != nil {
+		w.close(wire.CloseNormal)
+	}
+}

@@ -1,0 +1,154 @@
+package kraken
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/scenario"
+)
+
+// plan is a scenario turned into what this process drives: counts scaled,
+// priorities and tenants dealt, events in time order.
+type plan struct {
+	name           string
+	duration       time.Duration
+	seed           uint64
+	devices        int
+	initial        int
+	waves          []wave
+	prio           []uint8 // per device
+	tenants        int
+	channels       int
+	backoff        backoff.Config
+	connectTimeout time.Duration
+	storms         []stormEvent // by time
+	publishes      []publishStream
+	stop           scenario.Stop
+}
+
+type wave struct {
+	at, over time.Duration
+	n        int
+}
+
+// stormEvent is a drop (share of the held sessions, cut by kraken) or a
+// mass close (origins closing theirs).
+type stormEvent struct {
+	kind    string // "drop" or "mass_close"
+	at      time.Duration
+	over    time.Duration
+	share   float64
+	origins int
+}
+
+type publishStream struct {
+	at, dur time.Duration
+	rank    int
+	rate    float64
+}
+
+func scaled(n int64, scale float64) int { return int(math.Round(float64(n) * scale)) }
+
+// newPlan checks that kraken can run every key of sc as it is set, and
+// builds the plan. A key it cannot run yet is refused with its file and
+// line: never started, never ignored.
+func newPlan(sc *scenario.Scenario, cfg Config) (*plan, error) {
+	c := *sc
+	c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("kraken: %w", sc.Locate(err))
+	}
+	var errs []error
+	refuse := func(path, format string, args ...any) {
+		errs = append(errs, scenario.Errorf(path, format, args...))
+	}
+	p := c.Population
+	if p.Protocol != "websocket" {
+		refuse("population.protocol", "kraken runs websocket devices only (gRPC devices come later); set protocol: websocket")
+	}
+	if len(p.Priorities) > 3 {
+		refuse("population.priorities", "kraken maps classes onto the three session priorities P0, P1, P2: at most three classes, got %d", len(p.Priorities))
+	}
+	if len(c.Sweep.Backoff)+len(c.Sweep.Overload)+len(c.Sweep.OriginCount) > 0 {
+		refuse("sweep", "kraken runs one variant per run (a sweep is for sim); remove the sweep and set the values")
+	}
+	if len(c.Traffic.RegionLoss) > 0 {
+		refuse("traffic.region_loss", "kraken does not run region loss yet")
+	}
+	if len(c.Traffic.Poison) > 0 {
+		refuse("traffic.poison", "kraken does not run a poison tenant yet")
+	}
+	for i, d := range c.Traffic.Disconnects {
+		if d.Region != "" {
+			refuse(fmt.Sprintf("traffic.disconnects[%d].region", i), "kraken drops connections of every region (regions of the target are not known to it yet)")
+		}
+	}
+	if c.Client.RequestsPerSecond > 0 {
+		refuse("client.requests_per_second", "kraken does not send requests on held sessions yet")
+	}
+	if c.Client.CatchupRequests != 1 {
+		refuse("client.catchup_requests", "kraken's catch-up is the resume in Hello, one per reconnection: leave it at 1")
+	}
+	if len(c.Traffic.MassClose) > 0 && cfg.MassClose == nil {
+		refuse("traffic.mass_close", "the target has no way to close its sessions server-side (corral kraken run --drain-pid, or Config.MassClose)")
+	}
+	if len(c.Traffic.Publish) > 0 && cfg.PublishURL == "" {
+		refuse("traffic.publish", "no publish URL to publish through (corral kraken run --publish http://host:port)")
+	}
+	pl := &plan{
+		name: c.Name, duration: c.Duration, seed: c.Seed, tenants: p.Tenants, channels: p.Channels,
+		backoff: c.Client.Backoff, connectTimeout: c.Client.ConnectTimeout, stop: c.Stop,
+		devices: scaled(p.Devices, c.Scale), initial: scaled(p.Initial, c.Scale),
+	}
+	n := pl.initial
+	for _, a := range c.Traffic.Arrivals {
+		w := wave{at: a.At, over: a.Over, n: scaled(a.Devices, c.Scale)}
+		pl.waves = append(pl.waves, w)
+		n += w.n
+	}
+	if limit := maxDevicesHere(); n > limit {
+		refuse("population.devices", "%d devices at scale %v need a socket each: over this process's file limit (%d usable); lower scale (more agents per run come later)", n, c.Scale, limit)
+	}
+	pl.devices = n
+	for _, d := range c.Traffic.Disconnects {
+		pl.storms = append(pl.storms, stormEvent{kind: "drop", at: d.At, over: d.Over, share: d.Share})
+	}
+	for _, m := range c.Traffic.MassClose {
+		pl.storms = append(pl.storms, stormEvent{kind: "mass_close", at: m.At, origins: m.Origins})
+	}
+	slices.SortStableFunc(pl.storms, func(a, b stormEvent) int { return cmp.Compare(a.at, b.at) })
+	for _, pu := range c.Traffic.Publish {
+		rank := slices.IndexFunc(p.Priorities, func(q scenario.Priority) bool { return q.Name == pu.Priority })
+		pl.publishes = append(pl.publishes, publishStream{at: pu.At, dur: pu.For, rank: rank, rate: pu.PerSecond})
+	}
+	pl.prio = dealPriorities(n, p.Priorities)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("kraken: %w", sc.Locate(errors.Join(errs...)))
+	}
+	return pl, nil
+}
+
+// dealPriorities gives device i its class: the counts are the shares of
+// n rounded by largest remainder, and the classes are interleaved (device
+// i takes the class whose quota is most behind), so any prefix of the
+// devices (the initial ones, a wave) has the mix of the whole.
+func dealPriorities(n int, classes []scenario.Priority) []uint8 {
+	out := make([]uint8, n)
+	given := make([]float64, len(classes))
+	for i := range n {
+		best, lag := 0, math.Inf(-1)
+		for c, cl := range classes {
+			if l := cl.Share*float64(i+1) - given[c]; l > lag {
+				best, lag = c, l
+			}
+		}
+		given[best]++
+		out[i] = uint8(min(best, 2))
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+package kraken
+
+import (
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+const refusedScenario = `
+name: refused
+duration: 10s
+population:
+  devices: 10
+  protocol: grpc
+dns: {policy: multivalue}
+origins: [{name: hub, region: eu, headroom: 2, max_new_per_second: 100}]
+client:
+  requests_per_second: 1
+traffic:
+  region_loss:
+    - {at: 1s, region: eu}
+  poison:
+    - {at: 1s, tenant: 0}
+  disconnects:
+    - {at: 2s, share: 0.5, region: eu}
+  mass_close:
+    - {at: 3s}
+  publish:
+    - {at: 0s, for: 1s, priority: P0, per_second: 1}
+sweep:
+  backoff: [none, full]
+`
+
+// TestBadScenarioRefusedBeforeAnything: every key kraken cannot run (or
+// cannot run against this target) is named with its file and line, all at
+// once, by New; nothing has started: no token minted, no connection made.
+func TestBadScenarioRefusedBeforeAnything(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	var minted atomic.Int64
+	cfg := Config{
+		Targets: []string{"ws://" + ln.Addr().String() + "/v1/ws"},
+		Token:   func(string, int) (string, error) { minted.Add(1); return "x", nil },
+	}
+	_, err = New(loadScenario(t, "refused.yaml", refusedScenario), cfg)
+	if err == nil {
+		t.Fatal("New accepted a scenario kraken cannot run")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"refused.yaml:5:3: population.protocol: kraken runs websocket devices only",
+		"refused.yaml:9:3: client.requests_per_second:",
+		"refused.yaml:11:3: traffic.region_loss:",
+		"refused.yaml:13:3: traffic.poison:",
+		"refused.yaml:16:28: traffic.disconnects[0].region:",
+		"refused.yaml:17:3: traffic.mass_close: the target has no way",
+		"refused.yaml:19:3: traffic.publish: no publish URL",
+		"refused.yaml:21:1: sweep:",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if !strings.HasPrefix(msg, "kraken: ") {
+		t.Errorf("error does not start with the package name: %q", msg)
+	}
+	if minted.Load() != 0 || accepted.Load() != 0 {
+		t.Errorf("New minted %d tokens and made %d connections; want none", minted.Load(), accepted.Load())
+	}
+}
+
+// TestConfigRefused: a bad target, no token source, a bad publish URL or
+// source range are refused by New.
+func TestConfigRefused(t *testing.T) {
+	sc := loadScenario(t, "ok.yaml", `
+name: ok
+duration: 1s
+population: {devices: 1, protocol: websocket}
+dns: {policy: multivalue}
+origins: [{name: hub, headroom: 2, max_new_per_second: 100}]
+`)
+	tok := testToken(testSecret)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no target", Config{Token: tok}, "no target"},
+		{"wss", Config{Targets: []string{"wss://127.0.0.1:1"}, Token: tok}, "wss (TLS) is not run yet"},
+		{"no port", Config{Targets: []string{"ws://127.0.0.1"}, Token: tok}, "want ws://host:port"},
+		{"no token", Config{Targets: []string{"ws://127.0.0.1:1"}}, "no token source"},
+		{"publish URL", Config{Targets: []string{"ws://127.0.0.1:1"}, Token: tok, PublishURL: "ftp://x"}, "publish URL"},
+		{"resolver", Config{Targets: []string{"ws://127.0.0.1:1"}, Token: tok, Resolver: "localhost"}, "want ip:port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(sc, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}

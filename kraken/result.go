@@ -1,0 +1,364 @@
+package kraken
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Counts are counters by label (a priority "p0", "p1", "p2"; a reason; a
+// number of attempts).
+type Counts map[string]int64
+
+// add adds every counter of o to c.
+func (c Counts) add(o Counts) {
+	for k, v := range o {
+		c[k] += v
+	}
+}
+
+// addNested adds the nested counters of o to dst, creating inner maps.
+func addNested(dst, o map[string]Counts) {
+	for k, v := range o {
+		if dst[k] == nil {
+			dst[k] = Counts{}
+		}
+		dst[k].add(v)
+	}
+}
+
+// Result is what a run measured. Every field is documented in
+// kraken/README.md ("Result"). Results of agents that ran the same
+// scenario from the same start merge exactly with Merge: counters add,
+// series add second by second, histograms merge; the derived fields (peak,
+// means, percentiles of recovery) are computed again from the merged
+// data. A Result is not safe for concurrent use once Run has returned it.
+type Result struct {
+	Scenario string  `json:"scenario"`
+	Agents   int     `json:"agents"`
+	Devices  int64   `json:"devices"`
+	Seconds  float64 `json:"seconds"`
+	Stopped  string  `json:"stopped"`
+	Held     int64   `json:"held"`
+
+	Attempts          int64   `json:"attempts"`
+	AttemptsPerSecond []int64 `json:"attempts_per_second"`
+	HeldPerSecond     []int64 `json:"held_per_second"`
+
+	Welcomes    map[string]Counts `json:"welcomes"`
+	Failures    map[string]Counts `json:"failures"`
+	Disconnects map[string]Counts `json:"disconnects"`
+	Terminal    Counts            `json:"terminal"`
+
+	Latency  Latency  `json:"latency"`
+	Resumes  Resumes  `json:"resumes"`
+	Messages Messages `json:"messages"`
+	Storms   []*Storm `json:"storms"`
+
+	// Derived from the fields above (again after Merge).
+	PeakAttemptsPerSecond int64   `json:"peak_attempts_per_second"`
+	PeakHeld              int64   `json:"peak_held"`
+	AttemptsPerDevice     float64 `json:"attempts_per_device"`
+}
+
+// Latency holds the latency histograms of a run.
+type Latency struct {
+	Connect *Histogram            `json:"connect"`
+	Welcome *Histogram            `json:"welcome"`
+	Resume  *Histogram            `json:"resume"`
+	Deliver map[string]*Histogram `json:"deliver"`
+}
+
+// Resumes counts the channels resumed after a reconnect.
+type Resumes struct {
+	Recovered int64 `json:"recovered"`
+	Gaps      int64 `json:"gaps"`
+}
+
+// Messages counts what was published and what the devices received.
+type Messages struct {
+	Published       Counts `json:"published"`
+	PublishFailures Counts `json:"publish_failures"`
+	Received        Counts `json:"received"`
+	Delivered       Counts `json:"delivered"`
+	WireDuplicates  int64  `json:"wire_duplicates"`
+	P0Expected      int64  `json:"p0_expected"`
+	P0Lost          int64  `json:"p0_lost"`
+	P0Duplicated    int64  `json:"p0_duplicated"`
+}
+
+// Storm is what one storm event did and how the devices came back.
+type Storm struct {
+	Kind      string  `json:"kind"`
+	AtSeconds float64 `json:"at_seconds"`
+	Share     float64 `json:"share,omitempty"`
+	Origins   int     `json:"origins,omitempty"`
+	Dropped   int64   `json:"dropped"`
+	Back      int64   `json:"back"`
+	// BackAfter holds, per device back, the time from its drop to its
+	// Welcome.
+	BackAfter *Histogram `json:"back_after"`
+	// AttemptsToBack counts the devices back by the attempts they needed
+	// ("1", "2", ...).
+	AttemptsToBack Counts `json:"attempts_to_back"`
+
+	// Derived: time until 50, 90, 99 and 100 % of the dropped devices
+	// were back, in milliseconds; null when that share never came back.
+	Back50Ms  *float64 `json:"back_50_ms"`
+	Back90Ms  *float64 `json:"back_90_ms"`
+	Back99Ms  *float64 `json:"back_99_ms"`
+	Back100Ms *float64 `json:"back_100_ms"`
+}
+
+func newStorm(kind string, at time.Duration) *Storm {
+	return &Storm{Kind: kind, AtSeconds: at.Seconds(), BackAfter: NewHistogram(), AttemptsToBack: Counts{}}
+}
+
+// newResult returns an empty Result of one agent.
+func newResult(name string) *Result {
+	r := &Result{
+		Scenario: name, Agents: 1,
+		Welcomes: map[string]Counts{}, Failures: map[string]Counts{}, Disconnects: map[string]Counts{}, Terminal: Counts{},
+		Latency:  Latency{Connect: NewHistogram(), Welcome: NewHistogram(), Resume: NewHistogram(), Deliver: map[string]*Histogram{}},
+		Messages: Messages{Published: Counts{}, PublishFailures: Counts{}, Received: Counts{}, Delivered: Counts{}},
+	}
+	for _, p := range priorityLabels {
+		r.Latency.Deliver[p] = NewHistogram()
+	}
+	return r
+}
+
+// BackWithin returns the time until share (in (0, 1]) of the storm's
+// dropped devices were back, and false when fewer came back.
+func (s *Storm) BackWithin(share float64) (time.Duration, bool) {
+	if s.Dropped == 0 {
+		return 0, false
+	}
+	rank := int64(math.Ceil(share*float64(s.Dropped) - 1e-9))
+	rank = max(rank, 1)
+	if rank > s.Back || s.BackAfter.Count() == 0 {
+		return 0, false
+	}
+	// The rank-th smallest time of the devices back: quantile rank/back
+	// of the histogram of those back.
+	return s.BackAfter.Quantile(100 * float64(rank) / float64(s.BackAfter.Count())), true
+}
+
+// derive computes the derived fields.
+func (r *Result) derive() {
+	r.PeakAttemptsPerSecond, r.PeakHeld = 0, 0
+	for _, v := range r.AttemptsPerSecond {
+		r.PeakAttemptsPerSecond = max(r.PeakAttemptsPerSecond, v)
+	}
+	for _, v := range r.HeldPerSecond {
+		r.PeakHeld = max(r.PeakHeld, v)
+	}
+	r.AttemptsPerDevice = 0
+	if r.Devices > 0 {
+		r.AttemptsPerDevice = float64(r.Attempts) / float64(r.Devices)
+	}
+	for _, s := range r.Storms {
+		for i, share := range []float64{0.5, 0.9, 0.99, 1} {
+			var p *float64
+			if d, ok := s.BackWithin(share); ok {
+				v := float64(d.Microseconds()) / 1000
+				p = &v
+			}
+			switch i {
+			case 0:
+				s.Back50Ms = p
+			case 1:
+				s.Back90Ms = p
+			case 2:
+				s.Back99Ms = p
+			default:
+				s.Back100Ms = p
+			}
+		}
+	}
+}
+
+// addSeries adds o to dst second by second.
+func addSeries(dst, o []int64) []int64 {
+	for len(dst) < len(o) {
+		dst = append(dst, 0)
+	}
+	for i, v := range o {
+		dst[i] += v
+	}
+	return dst
+}
+
+// Merge adds the result o of another agent of the same run into r. It
+// fails, leaving r unchanged, when o ran another scenario or other storms.
+func (r *Result) Merge(o *Result) error {
+	if o.Scenario != r.Scenario {
+		return fmt.Errorf("kraken: merging a result of scenario %q into one of %q", o.Scenario, r.Scenario)
+	}
+	if len(o.Storms) != len(r.Storms) {
+		return errors.New("kraken: merging results with different storms")
+	}
+	for i, s := range o.Storms {
+		if s.Kind != r.Storms[i].Kind || s.AtSeconds != r.Storms[i].AtSeconds {
+			return fmt.Errorf("kraken: storm %d differs between the results (%s at %vs, %s at %vs)", i, r.Storms[i].Kind, r.Storms[i].AtSeconds, s.Kind, s.AtSeconds)
+		}
+	}
+	r.Agents += o.Agents
+	r.Devices += o.Devices
+	r.Seconds = max(r.Seconds, o.Seconds)
+	if r.Stopped == "" {
+		r.Stopped = o.Stopped
+	}
+	r.Held += o.Held
+	r.Attempts += o.Attempts
+	r.AttemptsPerSecond = addSeries(r.AttemptsPerSecond, o.AttemptsPerSecond)
+	r.HeldPerSecond = addSeries(r.HeldPerSecond, o.HeldPerSecond)
+	addNested(r.Welcomes, o.Welcomes)
+	addNested(r.Failures, o.Failures)
+	addNested(r.Disconnects, o.Disconnects)
+	r.Terminal.add(o.Terminal)
+	r.Latency.Connect.Merge(o.Latency.Connect)
+	r.Latency.Welcome.Merge(o.Latency.Welcome)
+	r.Latency.Resume.Merge(o.Latency.Resume)
+	for p, h := range o.Latency.Deliver {
+		if r.Latency.Deliver[p] == nil {
+			r.Latency.Deliver[p] = NewHistogram()
+		}
+		r.Latency.Deliver[p].Merge(h)
+	}
+	r.Resumes.Recovered += o.Resumes.Recovered
+	r.Resumes.Gaps += o.Resumes.Gaps
+	m, om := &r.Messages, o.Messages
+	m.Published.add(om.Published)
+	m.PublishFailures.add(om.PublishFailures)
+	m.Received.add(om.Received)
+	m.Delivered.add(om.Delivered)
+	m.WireDuplicates += om.WireDuplicates
+	m.P0Expected += om.P0Expected
+	m.P0Lost += om.P0Lost
+	m.P0Duplicated += om.P0Duplicated
+	for i, s := range o.Storms {
+		d := r.Storms[i]
+		d.Dropped += s.Dropped
+		d.Back += s.Back
+		d.BackAfter.Merge(s.BackAfter)
+		d.AttemptsToBack.add(s.AttemptsToBack)
+	}
+	r.derive()
+	return nil
+}
+
+// Total returns the sum of c's counters.
+func (c Counts) Total() int64 {
+	var n int64
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+// recorder is the live, concurrent side of a Result: what the devices and
+// the publishers count while the run goes on. Its mutex guards the maps,
+// the series and the storms (histograms have their own locks). It is held
+// only for counter updates, never while calling out.
+type recorder struct {
+	start atomic.Int64 // UnixNano of the scenario's time 0
+
+	mu  sync.Mutex
+	res *Result
+}
+
+// second is the index of the run's second at t.
+func (rec *recorder) second(t time.Time) int {
+	return int(t.Sub(time.Unix(0, rec.start.Load())) / time.Second)
+}
+
+// attempt counts an attempt; those of the warm-up (before time 0) are in
+// Attempts but not in the series.
+func (rec *recorder) attempt(t time.Time) {
+	s := rec.second(t)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.res.Attempts++
+	if s < 0 {
+		return
+	}
+	for len(rec.res.AttemptsPerSecond) <= s {
+		rec.res.AttemptsPerSecond = append(rec.res.AttemptsPerSecond, 0)
+	}
+	rec.res.AttemptsPerSecond[s]++
+}
+
+func (rec *recorder) count(m map[string]Counts, key string, prio int) {
+	rec.mu.Lock()
+	if m[key] == nil {
+		m[key] = Counts{}
+	}
+	m[key][priorityLabels[prio]]++
+	rec.mu.Unlock()
+}
+
+func (rec *recorder) failure(reason string, prio int) { rec.count(rec.res.Failures, reason, prio) }
+func (rec *recorder) disconnect(reason string, prio int) {
+	rec.count(rec.res.Disconnects, reason, prio)
+}
+func (rec *recorder) welcome(node string, prio int) { rec.count(rec.res.Welcomes, node, prio) }
+
+func (rec *recorder) terminal(prio int) {
+	rec.mu.Lock()
+	rec.res.Terminal[priorityLabels[prio]]++
+	rec.mu.Unlock()
+}
+
+// dropped counts a device whose session storm s ended.
+func (rec *recorder) dropped(s int) {
+	rec.mu.Lock()
+	rec.res.Storms[s].Dropped++
+	rec.mu.Unlock()
+}
+
+// back records a device of storm s back after d and attempts attempts.
+func (rec *recorder) back(s int, d time.Duration, attempts int) {
+	rec.mu.Lock()
+	st := rec.res.Storms[s]
+	st.Back++
+	st.AttemptsToBack[strconv.Itoa(attempts)]++
+	rec.mu.Unlock()
+	st.BackAfter.Record(d)
+}
+
+// held records the sessions held at t (the last sample of a second wins).
+func (rec *recorder) held(t time.Time, n int64) {
+	s := rec.second(t)
+	if s < 0 {
+		return
+	}
+	rec.mu.Lock()
+	for len(rec.res.HeldPerSecond) <= s {
+		rec.res.HeldPerSecond = append(rec.res.HeldPerSecond, 0)
+	}
+	rec.res.HeldPerSecond[s] = n
+	rec.mu.Unlock()
+}
+
+func (rec *recorder) messages(f func(m *Messages)) {
+	rec.mu.Lock()
+	f(&rec.res.Messages)
+	rec.mu.Unlock()
+}
+
+func (rec *recorder) resume(recovered bool) {
+	rec.mu.Lock()
+	if recovered {
+		rec.res.Resumes.Recovered++
+	} else {
+		rec.res.Resumes.Gaps++
+	}
+	rec.mu.Unlock()
+}
+
+var priorityLabels = [3]string{"p0", "p1", "p2"}

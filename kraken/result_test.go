@@ -1,0 +1,160 @@
+package kraken
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// feed records the same random events into each recorder given (one
+// agent's and the whole run's).
+func feed(rnd *rand.Rand, t0 time.Time, recs ...*recorder) {
+	reasons := []string{"close_1013", "dial_refused", "timeout", "http_503"}
+	nodes := []string{"hub-1", "hub-2", "hub-3"}
+	for range 2000 {
+		at := t0.Add(time.Duration(rnd.Int64N(int64(20 * time.Second))))
+		p := rnd.IntN(3)
+		d := time.Duration(rnd.Int64N(int64(3 * time.Second)))
+		k := rnd.IntN(9)
+		reason := reasons[rnd.IntN(len(reasons))]
+		for _, rec := range recs {
+			switch k {
+			case 0:
+				rec.attempt(at)
+			case 1:
+				rec.failure(reason, p)
+			case 2:
+				rec.welcome(nodes[p], p)
+				rec.res.Latency.Welcome.Record(d)
+			case 3:
+				rec.disconnect("cut", p)
+				rec.res.Latency.Connect.Record(d)
+			case 4:
+				rec.dropped(p % 2)
+			case 5:
+				rec.back(p%2, d, 1+p)
+			case 6:
+				rec.resume(p == 0)
+				rec.res.Latency.Resume.Record(d)
+			case 7:
+				rec.messages(func(m *Messages) { m.Received[priorityLabels[p]]++; m.Delivered[priorityLabels[p]]++; m.P0Expected++ })
+				rec.res.Latency.Deliver[priorityLabels[p]].Record(d)
+			case 8:
+				rec.terminal(p)
+			}
+		}
+	}
+}
+
+func testRecorder(t0 time.Time) *recorder {
+	rec := &recorder{res: newResult("merge")}
+	rec.start.Store(t0.UnixNano())
+	rec.res.Storms = []*Storm{newStorm("drop", time.Second), newStorm("mass_close", 5*time.Second)}
+	return rec
+}
+
+func asJSON(t *testing.T, r *Result) []byte {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestMergeIsExact: two agents' results merged equal the result of one
+// agent that saw every event (counters, series, histograms, storms and the
+// derived percentiles), directly and through the JSON result (its
+// histograms travel in their HDR encoding).
+func TestMergeIsExact(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	a, b, whole := testRecorder(t0), testRecorder(t0), testRecorder(t0)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range 6 {
+		if i%2 == 0 {
+			feed(rnd, t0, a, whole)
+		} else {
+			feed(rnd, t0, b, whole)
+		}
+	}
+	for s := range 20 {
+		at := t0.Add(time.Duration(s)*time.Second + time.Millisecond)
+		na, nb := int64(10+s), int64(3*s)
+		a.held(at, na)
+		b.held(at, nb)
+		whole.held(at, na+nb)
+	}
+	a.res.Devices, b.res.Devices, whole.res.Devices = 100, 50, 150
+	whole.res.Agents = 2
+	whole.res.derive()
+
+	merged := newResult("merge")
+	merged.Agents = 0
+	merged.Storms = []*Storm{newStorm("drop", time.Second), newStorm("mass_close", 5*time.Second)}
+	for _, r := range []*Result{a.res, b.res} {
+		if err := merged.Merge(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := asJSON(t, merged), asJSON(t, whole.res); !bytes.Equal(got, want) {
+		t.Errorf("merged result differs from the whole run's:\n got %s\nwant %s", got, want)
+	}
+
+	// Through JSON, as agents will send their results.
+	var ja, jb Result
+	if err := json.Unmarshal(asJSON(t, a.res), &ja); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(asJSON(t, b.res), &jb); err != nil {
+		t.Fatal(err)
+	}
+	if err := ja.Merge(&jb); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := asJSON(t, &ja), asJSON(t, whole.res); !bytes.Equal(got, want) {
+		t.Errorf("merged JSON results differ from the whole run's:\n got %s\nwant %s", got, want)
+	}
+	if !ja.Latency.Welcome.Equal(whole.res.Latency.Welcome) || ja.Storms[0].Back != whole.res.Storms[0].Back {
+		t.Error("histograms or storms not equal after the JSON round trip")
+	}
+	if whole.res.Storms[0].Back50Ms == nil {
+		t.Error("no back_50_ms in a storm with devices back")
+	}
+}
+
+// TestMergeRefusesOtherRuns: results of another scenario or other storms
+// do not merge.
+func TestMergeRefusesOtherRuns(t *testing.T) {
+	a, b := newResult("a"), newResult("b")
+	if err := a.Merge(b); err == nil {
+		t.Error("merged results of two scenarios")
+	}
+	c := newResult("a")
+	c.Storms = []*Storm{newStorm("drop", time.Second)}
+	if err := a.Merge(c); err == nil {
+		t.Error("merged results with different storms")
+	}
+}
+
+// TestBackWithin: the time until a share of the dropped devices is back is
+// the rank-th smallest time, and not reached when fewer came back.
+func TestBackWithin(t *testing.T) {
+	s := newStorm("drop", 0)
+	s.Dropped = 10
+	for i := 1; i <= 9; i++ {
+		s.Back++
+		s.BackAfter.Record(time.Duration(i) * 100 * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		share float64
+		want  time.Duration
+		ok    bool
+	}{{0.5, 500 * time.Millisecond, true}, {0.9, 900 * time.Millisecond, true}, {0.99, 0, false}, {1, 0, false}} {
+		got, ok := s.BackWithin(tc.share)
+		if ok != tc.ok || (ok && (got < tc.want-time.Millisecond || got > tc.want+time.Millisecond)) {
+			t.Errorf("BackWithin(%v) = %v, %v; want %v, %v", tc.share, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,405 @@
+package kraken
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/scenario"
+	"github.com/corralhq/corral/wire"
+)
+
+// Kraken is one run of a scenario against a target. Create it with New
+// (which checks everything and does no I/O), then call Run once. It is not
+// safe for concurrent use.
+type Kraken struct {
+	cfg Config
+	pl  *plan
+	ran bool
+}
+
+// New checks the scenario and the configuration and returns the run. A
+// scenario key kraken cannot run yet, or cannot run against this target,
+// is an error naming the key with its file and line; nothing has started
+// then.
+func New(sc *scenario.Scenario, cfg Config) (*Kraken, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	pl, err := newPlan(sc, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Kraken{cfg: cfg, pl: pl}, nil
+}
+
+// Devices returns the number of devices the run drives (the scenario's
+// population at its scale).
+func (k *Kraken) Devices() int { return k.pl.devices }
+
+// runner is the state of a run while it goes on.
+type runner struct {
+	cfg            Config
+	pl             *plan
+	ctx            context.Context
+	eng            *engine
+	codec          *wire.Codec
+	rec            *recorder
+	connectTimeout time.Duration
+	targets        []target
+	resolver       *net.Resolver
+	tokens         [][3]string
+	devices        []*device
+	srcBase        uint32
+	srcN           uint32
+
+	held, attempts, recovering, launched atomic.Int64
+	latest                               atomic.Int32 // the latest storm fired, -1 before any
+	stopped                              atomic.Bool
+
+	dialMu sync.RWMutex // held to send a dial; taken to stop the dialers
+
+	epochMu sync.Mutex
+	epochs  map[string]string
+
+	pub *publisher
+}
+
+func (r *runner) stopping() bool { return r.stopped.Load() }
+
+func (r *runner) latestStorm() int16 { return int16(r.latest.Load()) }
+
+// intern returns one copy of each epoch string for every device.
+func (r *runner) intern(s string) string {
+	r.epochMu.Lock()
+	defer r.epochMu.Unlock()
+	if v, ok := r.epochs[s]; ok {
+		return v
+	}
+	r.epochs[s] = s
+	return s
+}
+
+// dial queues an attempt of d for the dialers.
+func (r *runner) dial(d *device, gen uint32) {
+	r.dialMu.RLock()
+	defer r.dialMu.RUnlock()
+	if r.stopping() {
+		return
+	}
+	select {
+	case r.eng.jobs <- dialJob{ctx: r.ctx, dev: d, gen: gen, src: r.source(d.id), timeout: r.connectTimeout}:
+	case <-r.ctx.Done():
+	}
+}
+
+// source is the local address of device id's connections.
+func (r *runner) source(id int32) netip.Addr {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], r.srcBase+1+uint32(id)%r.srcN)
+	return netip.AddrFrom4(b)
+}
+
+// endpoint picks the address of one attempt: a target at random, a name
+// resolved now, one of its addresses at random.
+func (r *runner) endpoint(ctx context.Context) (endpoint, error) {
+	t := r.targets[rand.IntN(len(r.targets))]
+	host := net.JoinHostPort(t.host, t.port)
+	if _, err := netip.ParseAddr(t.host); err == nil {
+		return endpoint{addr: host, host: host, path: t.path}, nil
+	}
+	var addrs []netip.Addr
+	var err error
+	if r.cfg.Resolve != nil {
+		addrs, err = r.cfg.Resolve(ctx, t.host)
+	} else {
+		addrs, err = r.resolver.LookupNetIP(ctx, "ip4", t.host)
+	}
+	if err != nil || len(addrs) == 0 {
+		return endpoint{}, fmt.Errorf("kraken: resolving %s: %v", t.host, err)
+	}
+	a := addrs[rand.IntN(len(addrs))]
+	return endpoint{addr: net.JoinHostPort(a.Unmap().String(), t.port), host: host, path: t.path}, nil
+}
+
+// Run drives the devices through the scenario and returns what it
+// measured. It returns when the run ends by itself (its duration, or a
+// stop condition) or ctx ends; the Result is complete in every case.
+func (k *Kraken) Run(ctx context.Context) (*Result, error) {
+	if k.ran {
+		return nil, fmt.Errorf("kraken: Run called twice")
+	}
+	k.ran = true
+	pl, cfg := k.pl, k.cfg
+	codec, err := wire.NewCodec(wire.FormatProto, wire.Config{MaxFrameBytes: maxServerFrame})
+	if err != nil {
+		return nil, fmt.Errorf("kraken: %w", err)
+	}
+	r := &runner{
+		cfg: cfg, pl: pl, codec: codec, connectTimeout: pl.connectTimeout,
+		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{},
+	}
+	r.rec.start.Store(time.Now().Add(100 * 365 * 24 * time.Hour).UnixNano()) // warm-up: outside the series
+	r.latest.Store(-1)
+	for _, t := range cfg.Targets {
+		tt, _ := parseTarget(t) // checked by Validate
+		r.targets = append(r.targets, tt)
+	}
+	r.resolver = net.DefaultResolver
+	if cfg.Resolver != "" {
+		r.resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, cfg.Resolver)
+		}}
+	}
+	r.srcBase = binary.BigEndian.Uint32(cfg.Sources.Masked().Addr().AsSlice())
+	r.srcN = uint32(1)<<(32-cfg.Sources.Bits()) - 2
+	for t := range pl.tenants {
+		var toks [3]string
+		for rank := range 3 {
+			if toks[rank], err = cfg.Token("t"+strconv.Itoa(t), rank); err != nil {
+				return nil, fmt.Errorf("kraken: a token for tenant t%d, P%d: %w", t, rank, err)
+			}
+		}
+		r.tokens = append(r.tokens, toks)
+	}
+	for i := range pl.devices {
+		d := &device{r: r, id: int32(i), prio: pl.prio[i], tenant: uint16(i % pl.tenants), storm: -1, pending: -1, chans: make([]chanPos, pl.channels)}
+		d.rnd = devRand{s: pl.seed*0x9e3779b97f4a7c15 + uint64(i)}
+		b, err := backoff.NewBackoff(pl.backoff, &d.rnd)
+		if err != nil {
+			return nil, fmt.Errorf("kraken: %w", err)
+		}
+		d.retry = *b
+		r.devices = append(r.devices, d)
+	}
+	for _, s := range pl.storms {
+		st := newStorm(s.kind, s.at)
+		st.Share, st.Origins = s.share, s.origins
+		r.rec.res.Storms = append(r.rec.res.Storms, st)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.ctx = rctx
+	if r.eng, err = newEngine(cfg.Pollers, cfg.Dialers); err != nil {
+		return nil, err
+	}
+	r.pub = newPublisher(r)
+	res := r.run(rctx)
+	return res, nil
+}
+
+// run is the run's timeline: warm-up, the scenario's clock, the end.
+func (r *runner) run(ctx context.Context) *Result {
+	pl, cfg := r.pl, r.cfg
+	begin := time.Now()
+	deadline := begin.Add(pl.duration)
+	// Warm-up: the initial devices connect before the scenario's clock
+	// starts (the file places them as a steady state at time 0).
+	go r.launch(ctx, r.devices[:pl.initial], time.Now(), 0)
+	for r.held.Load() < int64(pl.initial)-r.terminalCount() && time.Now().Before(deadline) && ctx.Err() == nil {
+		r.progress(time.Now(), "warm-up")
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	t0 := time.Now()
+	r.rec.start.Store(t0.UnixNano())
+	end := t0.Add(pl.duration)
+	next := pl.initial
+	var wg sync.WaitGroup
+	for _, w := range pl.waves {
+		devs := r.devices[next : next+w.n]
+		next += w.n
+		wg.Go(func() {
+			if sleepUntil(ctx, t0.Add(w.at)) {
+				r.launch(ctx, devs, t0.Add(w.at), w.over)
+			}
+		})
+	}
+	for i, s := range pl.storms {
+		wg.Go(func() {
+			if sleepUntil(ctx, t0.Add(s.at)) {
+				r.fireStorm(ctx, i, s)
+			}
+		})
+	}
+	for _, p := range pl.publishes {
+		wg.Go(func() { r.pub.stream(ctx, t0, p) })
+	}
+	lastEvent := t0
+	for _, w := range pl.waves {
+		lastEvent = maxTime(lastEvent, t0.Add(w.at+w.over))
+	}
+	for _, s := range pl.storms {
+		lastEvent = maxTime(lastEvent, t0.Add(s.at+s.over))
+	}
+	for _, p := range pl.publishes {
+		lastEvent = maxTime(lastEvent, t0.Add(p.at+p.dur))
+	}
+	res := r.rec.res
+	res.Stopped = "duration"
+	nextLine := time.Now()
+	for {
+		now := time.Now()
+		r.rec.held(now, r.held.Load())
+		if !now.Before(nextLine) {
+			r.progress(now, "")
+			nextLine = now.Add(cfg.ProgressEvery)
+		}
+		if ctx.Err() != nil {
+			res.Stopped = "context"
+			break
+		}
+		if !now.Before(end) {
+			break
+		}
+		if pl.stop.MaxAttempts > 0 && r.attempts.Load() >= pl.stop.MaxAttempts {
+			res.Stopped = "max_attempts"
+			break
+		}
+		if pl.stop.OnRecovery && !now.Before(lastEvent) && r.recovering.Load() == 0 && r.launched.Load() == int64(pl.devices) &&
+			r.held.Load() >= int64(pl.devices)-r.terminalCount() {
+			res.Stopped = "on_recovery"
+			break
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	// The end: no new attempt, the publishers stop, the messages in
+	// flight arrive (bounded by Settle), then every session closes.
+	r.stopped.Store(true)
+	r.pub.stop()
+	wgDone := make(chan struct{})
+	go func() { wg.Wait(); close(wgDone) }()
+	settleEnd := time.Now().Add(cfg.Settle)
+	for time.Now().Before(settleEnd) && r.p0Missing() > 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.finishMessages()
+	res.Held = r.held.Load()
+	res.Seconds = time.Since(t0).Seconds()
+	res.Devices = int64(pl.devices)
+	r.progress(time.Now(), "end")
+	if cfg.AtEnd != nil {
+		cfg.AtEnd()
+	}
+	r.dialMu.Lock()
+	for _, d := range r.devices {
+		d.stop()
+	}
+	r.dialMu.Unlock()
+	<-wgDone
+	r.eng.stop()
+	r.rec.mu.Lock()
+	res.derive()
+	r.rec.mu.Unlock()
+	return res
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func (r *runner) terminalCount() int64 {
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	return r.rec.res.Terminal.Total()
+}
+
+// launch starts devs at a constant rate over `over` from start (an open
+// model: each at its own time, whatever the others' fate).
+func (r *runner) launch(ctx context.Context, devs []*device, start time.Time, over time.Duration) {
+	for i, d := range devs {
+		if over > 0 && !sleepUntil(ctx, start.Add(time.Duration(int64(over)*int64(i)/int64(len(devs))))) {
+			return
+		}
+		if ctx.Err() != nil || r.stopping() {
+			return
+		}
+		r.launched.Add(1)
+		d.attempt()
+	}
+}
+
+// fireStorm runs storm i.
+func (r *runner) fireStorm(ctx context.Context, i int, s stormEvent) {
+	r.latest.Store(int32(i))
+	switch s.kind {
+	case "drop":
+		var up []*device
+		for _, d := range r.devices {
+			d.mu.Lock()
+			if d.state == stUp {
+				up = append(up, d)
+			}
+			d.mu.Unlock()
+		}
+		rnd := rand.New(rand.NewPCG(r.pl.seed, uint64(i)))
+		rnd.Shuffle(len(up), func(a, b int) { up[a], up[b] = up[b], up[a] })
+		n := int(float64(len(up))*s.share + 0.5)
+		start := time.Now()
+		for j, d := range up[:n] {
+			if s.over > 0 && !sleepUntil(ctx, start.Add(time.Duration(int64(s.over)*int64(j)/int64(n)))) {
+				return
+			}
+			d.drop(int16(i))
+		}
+	case "mass_close":
+		if err := r.cfg.MassClose(ctx, s.origins); err != nil {
+			r.cfg.Logger.Warn("kraken: mass close failed", "storm", i, "err", err)
+			r.rec.failure("mass_close_error", 0)
+		}
+	}
+}
+
+// progress writes one progress line.
+func (r *runner) progress(now time.Time, phase string) {
+	if r.cfg.Progress == nil {
+		return
+	}
+	r.rec.mu.Lock()
+	res := r.rec.res
+	var fails int64
+	for _, c := range res.Failures {
+		fails += c.Total()
+	}
+	line := fmt.Sprintf("kraken: %s held %d/%d attempts %d failures %d recovering %d published %d delivered %d",
+		r.clock(now, phase), r.held.Load(), r.pl.devices, res.Attempts, fails, r.recovering.Load(),
+		res.Messages.Published.Total(), res.Messages.Delivered.Total())
+	r.rec.mu.Unlock()
+	fmt.Fprintln(r.cfg.Progress, line)
+}
+
+func (r *runner) clock(now time.Time, phase string) string {
+	if phase == "" {
+		return fmt.Sprintf("t=%.1fs", now.Sub(time.Unix(0, r.rec.start.Load())).Seconds())
+	}
+	return phase
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// sleepUntil waits until t; false when ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	if d := time.Until(t); d > 0 {
+		sleepCtx(ctx, d)
+	}
+	return ctx.Err() == nil
+}
