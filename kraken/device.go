@@ -390,6 +390,7 @@ func (d *device) ended(w *wsConn, reason string, cl wire.Close) {
 	}
 	// A held session ended: the device starts to recover.
 	d.r.held.Add(-1)
+	d.r.lastLoss.Store(time.Now().UnixNano())
 	storm := d.pending
 	if storm < 0 {
 		storm = d.r.latestStorm()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/fleet"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // startFleet runs three hubs on a NATS cluster behind a DNS name.
@@ -146,7 +147,10 @@ func TestMatchesTheFleetsMetrics(t *testing.T) {
 	var closeOnce sync.Once
 	cfg = fleetConfig(t, f)
 	cfg.MassClose = func(context.Context, int) error {
+		// The hub drains (Shutdown returns once it is done); the mass
+		// close has started once it is no longer ready.
 		closeOnce.Do(func() { go func() { _ = hubs[2].Shutdown(context.Background()) }() })
+		testkit.WaitFor(t, 10*time.Second, "hub-3 draining", func() bool { return hubs[2].Ready() != nil })
 		return nil
 	}
 	cfg.AtEnd = func() { at = readHubs(t, f) }

@@ -63,6 +63,8 @@ type runner struct {
 	srcN           uint32
 
 	held, attempts, recovering, launched atomic.Int64
+	eventsDone                           atomic.Int64 // waves, storms and publish streams finished
+	lastLoss                             atomic.Int64 // UnixNano of the last held session lost
 	latest                               atomic.Int32 // the latest storm fired, -1 before any
 	stopped                              atomic.Bool
 
@@ -219,6 +221,7 @@ func (r *runner) run(ctx context.Context) *Result {
 		devs := r.devices[next : next+w.n]
 		next += w.n
 		wg.Go(func() {
+			defer r.eventsDone.Add(1)
 			if sleepUntil(ctx, t0.Add(w.at)) {
 				r.launch(ctx, devs, t0.Add(w.at), w.over)
 			}
@@ -226,24 +229,19 @@ func (r *runner) run(ctx context.Context) *Result {
 	}
 	for i, s := range pl.storms {
 		wg.Go(func() {
+			defer r.eventsDone.Add(1)
 			if sleepUntil(ctx, t0.Add(s.at)) {
 				r.fireStorm(ctx, i, s)
 			}
 		})
 	}
 	for _, p := range pl.publishes {
-		wg.Go(func() { r.pub.stream(ctx, t0, p) })
+		wg.Go(func() {
+			defer r.eventsDone.Add(1)
+			r.pub.stream(ctx, t0, p)
+		})
 	}
-	lastEvent := t0
-	for _, w := range pl.waves {
-		lastEvent = maxTime(lastEvent, t0.Add(w.at+w.over))
-	}
-	for _, s := range pl.storms {
-		lastEvent = maxTime(lastEvent, t0.Add(s.at+s.over))
-	}
-	for _, p := range pl.publishes {
-		lastEvent = maxTime(lastEvent, t0.Add(p.at+p.dur))
-	}
+	events := int64(len(pl.waves) + len(pl.storms) + len(pl.publishes))
 	res := r.rec.res
 	res.Stopped = "duration"
 	nextLine := time.Now()
@@ -265,7 +263,14 @@ func (r *runner) run(ctx context.Context) *Result {
 			res.Stopped = "max_attempts"
 			break
 		}
-		if pl.stop.OnRecovery && !now.Before(lastEvent) && r.recovering.Load() == 0 && r.launched.Load() == int64(pl.devices) &&
+		// Recovered: every event has run to its end (a storm's drops are
+		// all made, so a storm that is firing now cannot be missed), no
+		// held session was lost for a second, no device is recovering,
+		// all are held but the terminal ones.
+		// A second without a session lost lets a server-side close
+		// that is still starting show.
+		if pl.stop.OnRecovery && r.eventsDone.Load() == events && now.Sub(time.Unix(0, r.lastLoss.Load())) >= time.Second &&
+			r.recovering.Load() == 0 && r.launched.Load() == int64(pl.devices) &&
 			r.held.Load() >= int64(pl.devices)-r.terminalCount() {
 			res.Stopped = "on_recovery"
 			break
@@ -301,13 +306,6 @@ func (r *runner) run(ctx context.Context) *Result {
 	res.derive()
 	r.rec.mu.Unlock()
 	return res
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 func (r *runner) terminalCount() int64 {

@@ -94,6 +94,7 @@ func TestStormNoneVersusFullJitter(t *testing.T) {
 		t.Skip("two storms against a hub")
 	}
 	none, full := stormRun(t, "none"), stormRun(t, "full")
+	t.Logf("none: failures %v disconnects %v terminal %v welcomes %v", none.Failures, none.Disconnects, none.Terminal, none.Welcomes)
 	ns, fs := none.Storms[0], full.Storms[0]
 	t.Logf("none: peak %d attempts/s, %.1f attempts per device back (%d of %d back), stopped by %s", none.PeakAttemptsPerSecond, meanAttempts(ns), ns.Back, ns.Dropped, none.Stopped)
 	t.Logf("full: peak %d attempts/s, %.1f attempts per device back (%d of %d back), stopped by %s", full.PeakAttemptsPerSecond, meanAttempts(fs), fs.Back, fs.Dropped, full.Stopped)
