@@ -247,7 +247,6 @@ type relayStream struct {
 	mu         sync.Mutex
 	room       sync.Cond // on mu: the reader waits here for room for a reply
 	q          []relayItem
-	head       int
 	unsent     int // frames queued and not written yet (the writer's batch included)
 	replies    int
 	sessions   map[uint64]*relayTransport
@@ -344,7 +343,7 @@ func (rs *relayStream) writeLoop() {
 	var batch []relayItem
 	for {
 		rs.mu.Lock()
-		for len(rs.q) == rs.head && !rs.ended && !rs.finishing {
+		for len(rs.q) == 0 && !rs.ended && !rs.finishing {
 			rs.mu.Unlock()
 			select {
 			case <-rs.kick:
@@ -352,7 +351,7 @@ func (rs *relayStream) writeLoop() {
 			}
 			rs.mu.Lock()
 		}
-		if rs.ended || (rs.finishing && len(rs.q) == rs.head) {
+		if rs.ended || (rs.finishing && len(rs.q) == 0) {
 			end := rs.end
 			rs.mu.Unlock()
 			if rs.watchdog != nil {
@@ -361,9 +360,9 @@ func (rs *relayStream) writeLoop() {
 			rs.fail(end, relayEndedClose)
 			return
 		}
-		batch = append(batch[:0], rs.q[rs.head:]...)
+		batch = append(batch[:0], rs.q...)
 		clear(rs.q)
-		rs.q, rs.head = rs.q[:0], 0
+		rs.q = rs.q[:0]
 		if cap(rs.q) > 1024 {
 			rs.q = nil // a burst's buffer is not kept
 		}
