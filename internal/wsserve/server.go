@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,6 +88,7 @@ type Server struct {
 	required string // the close reason of a connection without a subprotocol of cfg's
 
 	testHookOpen func(*early, *nbws.Conn) // tests: runs first in OnOpen
+	testHookData func()                   // tests: runs last in onData, on nbio's poller
 }
 
 // New builds a server from a valid configuration; other is the handler
@@ -208,9 +210,11 @@ func retryAfter(d time.Duration) string {
 	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
 }
 
-// onData is the engine's data handler: it sees what nbio read from a
-// connection before nbio parses it, and stops a connection whose client
-// breaks the framing rules nbio does not check.
+// onData is the engine's data handler, run on nbio's poller goroutine: it
+// sees what nbio read from a connection before nbio parses it, stops a
+// connection whose client breaks the framing rules nbio does not check,
+// and lets the message handlers it dispatched run before the poller goes
+// back to epoll_wait.
 func (s *Server) onData(c *nbio.Conn, data []byte) {
 	if wsc, ok := c.Session().(*nbws.Conn); ok {
 		sess, v := s.early.feed(wsc, data)
@@ -225,6 +229,15 @@ func (s *Server) onData(c *nbio.Conn, data []byte) {
 	}
 	if next := c.DataHandler(); next != nil {
 		next(c, data)
+	}
+	// Yield to the handlers just dispatched before the poller reads on:
+	// nbio's poller waits in epoll_wait as a plain system call, which
+	// keeps its P, so with GOMAXPROCS=1 a Hello handed to the Workers
+	// waited for sysmon to take the P back (20 us to 10 ms) while the
+	// core sat idle (issue 10, item 13).
+	runtime.Gosched()
+	if s.testHookData != nil {
+		s.testHookData()
 	}
 }
 
