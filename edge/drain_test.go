@@ -177,3 +177,26 @@ func TestJitterAge(t *testing.T) {
 		t.Errorf("2000 draws span %v to %v: want nearly the whole +-10 %%", lo, hi)
 	}
 }
+
+// TestHubDrainRelayed: a hub's drain reaches the device through the edge
+// as the hub sends it: its GoAway (drain, with its hint), then 1001 with
+// the same hint.
+func TestHubDrainRelayed(t *testing.T) {
+	th := startHub(t, func(c *hub.Config) { c.Drain.RetryAfter = 3 * time.Second })
+	te := startEdge(t, nil, th)
+	r := welcomed(t, te, 2)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = th.Shutdown(ctx)
+	}()
+	frames, err := r.end(t)
+	g := goAwayOf(frames)
+	if g == nil || !g.GetDrain() || g.GetRetryAfterMs() < 3000 || g.GetRetryAfterMs() > 6000 {
+		t.Fatalf("frames %v: want the hub's drain GoAway with its 3 s hint plus jitter", frames)
+	}
+	c := wire.CloseFromStatus(err)
+	if c.Code != wire.CloseGoingAway || c.RetryAfter != time.Duration(g.GetRetryAfterMs())*time.Millisecond {
+		t.Fatalf("closed with %v, want 1001 with the GoAway's hint %d ms", c, g.GetRetryAfterMs())
+	}
+}
