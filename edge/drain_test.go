@@ -10,6 +10,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -59,6 +60,12 @@ func TestDrainSendsJitteredGoAways(t *testing.T) {
 		defer cancel()
 		done <- te.Shutdown(ctx)
 	}()
+	// Once the first session has its GoAway, the other seven are still
+	// open (at 10 a second): the gRPC port is still served.
+	testkit.WaitFor(t, 5*time.Second, "the first GoAway", func() bool { return te.Sessions() < 8 })
+	if st := health(); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health while draining: %v", st)
+	}
 	hints := map[uint32]bool{}
 	for i, r := range rs {
 		frames, err := r.end(t)
@@ -75,11 +82,6 @@ func TestDrainSendsJitteredGoAways(t *testing.T) {
 		}
 		if te.Ready() == nil {
 			t.Error("Ready while draining")
-		}
-		if i == 0 { // at 10 a second, the other seven are still open
-			if st := health(); st != healthpb.HealthCheckResponse_NOT_SERVING {
-				t.Errorf("health while draining: %v", st)
-			}
 		}
 	}
 	if len(hints) < 2 {
