@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/corralhq/corral/internal/tlsconf"
+	"github.com/corralhq/corral/internal/wsserve"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
 )
@@ -62,8 +63,9 @@ type Edge struct {
 	up       *upstream
 	adm      admission
 	relayKey string
-	tls      *tlsconf.Server // nil: plaintext
-	health   *health.Server  // grpc.health.v1 of the gRPC port, following Ready
+	tls      *tlsconf.Server  // nil: plaintext
+	health   *health.Server   // grpc.health.v1 of the gRPC port, following Ready
+	workers  *wsserve.Workers // nbio's message handlers and the sessions' writers, on kept goroutines
 
 	started  chan struct{}
 	done     chan struct{}
@@ -90,7 +92,7 @@ func New(cfg Config, opts Options) (*Edge, error) {
 		cfg: cfg, sess: cfg.Session.withDefaults(), relayCfg: cfg.Relay.withDefaults(), drainCfg: cfg.Drain.withDefaults(),
 		opts: opts, log: opts.Logger, now: opts.Now, relayKey: cfg.Relay.relayKey(),
 		started: make(chan struct{}), done: make(chan struct{}), sessions: make(map[*session]struct{}),
-		health: newHealthServer(),
+		health: newHealthServer(), workers: wsserve.NewWorkers(10 * time.Second),
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

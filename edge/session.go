@@ -548,7 +548,7 @@ func (s *session) isClosing() bool {
 func (s *session) kickLocked() {
 	if !s.writing {
 		s.writing = true
-		go s.writeLoop()
+		s.e.workers.Go(s.writeLoop)
 	}
 }
 

@@ -22,18 +22,17 @@ const wsCloseLinger = time.Second
 
 // wsServer is the edge's WebSocket listener.
 type wsServer struct {
-	e       *Edge
-	srv     *wsserve.Server
-	workers *wsserve.Workers
-	ln      net.Listener
-	done    chan struct{}
+	e    *Edge
+	srv  *wsserve.Server
+	ln   net.Listener
+	done chan struct{}
 }
 
 func (e *Edge) newWSServer() (*wsServer, error) {
-	w := &wsServer{e: e, workers: wsserve.NewWorkers(10 * time.Second), done: make(chan struct{})}
+	w := &wsServer{e: e, done: make(chan struct{})}
 	srv, err := wsserve.New(wsserve.Config{
 		Path: "/v1/ws", Subprotocols: wire.Subprotocols(), MaxFrameBytes: e.check.Config().MaxFrameBytes,
-		HandshakeTimeout: e.sess.HandshakeTimeout, WriteTimeout: e.sess.WriteTimeout, Workers: w.workers,
+		HandshakeTimeout: e.sess.HandshakeTimeout, WriteTimeout: e.sess.WriteTimeout, Workers: e.workers,
 	}, wsHandler{e: e}, nil)
 	if err != nil {
 		return nil, err
