@@ -2,7 +2,6 @@ package hub
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/corralhq/corral/hub/history"
 	"github.com/corralhq/corral/wire"
@@ -21,7 +20,9 @@ type delivery struct {
 	enc  [3][]byte
 	err  [3]error
 
-	relayed atomic.Pointer[corralv1.RelayFrame_Server] // frame as a RelayFrame's oneof, shared by relayed sessions
+	relayOnce sync.Once
+	relayed   []byte // frame as RelayFrame field 4 (relay.go), shared by relayed sessions
+	relayErr  error
 }
 
 func newDelivery(name string, m history.Message) *delivery {

@@ -15,7 +15,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -607,18 +609,33 @@ func (t *relayTransport) writeFrame(f *corralv1.ServerFrame) error {
 }
 
 func (t *relayTransport) writeDelivery(d *delivery) error {
-	if !t.fits(d.frame, d.size) {
-		return errRelayTooBig
+	b, err := t.rs.h.relayEncoded(d)
+	if err != nil {
+		return err
 	}
-	// The oneof wrapper is read-only: one for every relayed session.
-	w := d.relayed.Load()
-	if w == nil {
-		w = &corralv1.RelayFrame_Server{Server: d.frame}
-		if !d.relayed.CompareAndSwap(nil, w) {
-			w = d.relayed.Load()
+	// The frame goes as RelayFrame's field 4 (server), encoded once for
+	// every relayed session: a RelayFrame carrying it as unknown bytes is
+	// the same on the wire as one with the server field set.
+	f := &corralv1.RelayFrame{Session: t.tag}
+	f.ProtoReflect().SetUnknown(b)
+	return t.send(f)
+}
+
+// relayEncoded returns d's frame encoded as RelayFrame field 4 (server),
+// once per delivery, or an error when it is above max_frame_bytes (a Send
+// of it would fail the whole stream).
+func (h *Hub) relayEncoded(d *delivery) (protoreflect.RawFields, error) {
+	d.relayOnce.Do(func() {
+		enc, err := d.encoded(h.codecs[wire.FormatProto])
+		if err != nil {
+			d.relayErr = errRelayTooBig
+			return
 		}
-	}
-	return t.send(&corralv1.RelayFrame{Session: t.tag, Frame: w})
+		b := make([]byte, 0, len(enc)+protowire.SizeTag(4)+protowire.SizeVarint(uint64(len(enc))))
+		b = protowire.AppendTag(b, 4, protowire.BytesType)
+		d.relayed = protowire.AppendBytes(b, enc)
+	})
+	return d.relayed, d.relayErr
 }
 
 // fits reports whether f, in a RelayFrame, is within the gRPC send limit:

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/corralhq/corral/hub/history"
 	"github.com/corralhq/corral/internal/testkit"
@@ -795,4 +796,44 @@ func TestRelayRefusalsBounded(t *testing.T) {
 			t.Fatalf("%d refusals queued after the end, want no more", rs.unsent)
 		}
 	})
+}
+
+// TestRelaySharedEncoding: a delivery encoded once for every relayed
+// session (RelayFrame field 4 as unknown bytes) is on the wire what a
+// RelayFrame with its server field set is, and a frame above
+// max_frame_bytes is refused instead of failing the stream.
+func TestRelaySharedEncoding(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Admin.Addr = ""
+	cfg.Wire.MaxFrameBytes = 4096
+	h, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDelivery("news", history.Message{Epoch: "abcdef012345", Offset: 300, Priority: 1, Data: []byte("payload"), Time: time.UnixMilli(1700000000000)})
+	b, err := h.relayEncoded(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := &corralv1.RelayFrame{Session: 1 << 40}
+	shared.ProtoReflect().SetUnknown(b)
+	got, err := proto.Marshal(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := proto.Marshal(&corralv1.RelayFrame{Session: 1 << 40, Frame: &corralv1.RelayFrame_Server{Server: d.frame}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("shared encoding\n%x\nwant\n%x", got, want)
+	}
+	var back corralv1.RelayFrame
+	if err := proto.Unmarshal(got, &back); err != nil || !proto.Equal(back.GetServer(), d.frame) {
+		t.Fatalf("decoded %v (%v), want the delivery's frame", &back, err)
+	}
+	big := newDelivery("news", history.Message{Epoch: "e", Offset: 1, Data: make([]byte, 5000)})
+	if _, err := h.relayEncoded(big); !errors.Is(err, errRelayTooBig) {
+		t.Fatalf("a frame above the limit: %v, want errRelayTooBig", err)
+	}
 }
