@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -158,83 +157,125 @@ func (l *listener) handOver(c net.Conn, pre []byte) {
 	}
 }
 
+// Header values the upgrader reads, shared by every fast-path request
+// (nbio only reads them).
+var (
+	hdrWebsocket = []string{"websocket"}
+	hdrUpgrade   = []string{"Upgrade"}
+	hdrVersion   = []string{"13"}
+)
+
 // upgradeRequest parses head, a complete request head, and returns the
 // request for nbio's upgrader when it is a plain WebSocket upgrade of path
-// that the upgrader accepts and that offers one of subprotocols.
+// that the upgrader accepts and that offers one of subprotocols. The
+// request holds nothing of head: its Sec-WebSocket-Protocol is the one
+// subprotocol chosen (the first of subprotocols the client offers, in any
+// of its Sec-WebSocket-Protocol headers), a string of subprotocols, which
+// nbio keeps as the connection's subprotocol for as long as it lives; a
+// string cut from head would keep all of head alive with every idle
+// session. It allocates the key, the header map and the request (and the
+// target when it has a query), nothing else.
 func upgradeRequest(head []byte, path string, subprotocols []string) (*http.Request, bool) {
-	s := string(head[:len(head)-4])
-	line, rest, _ := strings.Cut(s, "\r\n")
-	target, ok := strings.CutPrefix(line, "GET ")
+	rest := head[:len(head)-4]
+	line, rest := cutLine(rest)
+	target, ok := bytes.CutPrefix(line, []byte("GET "))
 	if !ok {
 		return nil, false
 	}
-	target, proto, ok := strings.Cut(target, " ")
-	if !ok || proto != "HTTP/1.1" {
+	target, proto, ok := bytes.Cut(target, []byte(" "))
+	if !ok || string(proto) != "HTTP/1.1" {
 		return nil, false
 	}
-	if p, _, _ := strings.Cut(target, "?"); p != path {
+	if p, _, _ := bytes.Cut(target, []byte("?")); string(p) != path {
 		return nil, false
 	}
-	hdr := make(http.Header, 5)
-	var upgrade, connection, version, key bool
-	for rest != "" {
-		var f string
-		f, rest, _ = strings.Cut(rest, "\r\n")
-		name, value, ok := strings.Cut(f, ":")
-		if !ok || name == "" || strings.TrimSpace(name) != name {
+	var key []byte
+	var upgrade, connection, version bool
+	chosen := len(subprotocols) // index in subprotocols of the best one offered
+	for len(rest) > 0 {
+		var f []byte
+		f, rest = cutLine(rest)
+		name, value, ok := bytes.Cut(f, []byte(":"))
+		if !ok || len(name) == 0 || len(bytes.TrimSpace(name)) != len(name) {
 			return nil, false // obs-fold, a space before the colon: net/http judges
 		}
-		value = strings.TrimSpace(value)
+		value = bytes.TrimSpace(value)
 		switch {
-		case strings.EqualFold(name, "Upgrade"):
+		case asciiEqualFold(name, "Upgrade"):
 			upgrade = upgrade || hasToken(value, "websocket")
-		case strings.EqualFold(name, "Connection"):
+		case asciiEqualFold(name, "Connection"):
 			connection = connection || hasToken(value, "upgrade")
-		case strings.EqualFold(name, "Sec-WebSocket-Version"):
-			if version || value != "13" {
+		case asciiEqualFold(name, "Sec-WebSocket-Version"):
+			if version || string(value) != "13" {
 				return nil, false
 			}
 			version = true
-		case strings.EqualFold(name, "Sec-WebSocket-Key"):
-			if key || value == "" {
+		case asciiEqualFold(name, "Sec-WebSocket-Key"):
+			if key != nil || len(value) == 0 {
 				return nil, false
 			}
-			key = true
-			hdr["Sec-Websocket-Key"] = []string{value}
-		case strings.EqualFold(name, "Sec-WebSocket-Protocol"):
-			hdr["Sec-Websocket-Protocol"] = append(hdr["Sec-Websocket-Protocol"], value)
+			key = value
+		case asciiEqualFold(name, "Sec-WebSocket-Protocol"):
+			for i, p := range subprotocols[:chosen] {
+				if hasToken(value, p) {
+					chosen = i
+					break
+				}
+			}
 		}
 	}
-	if !upgrade || !connection || !version || !key || !offersSubprotocol(hdr["Sec-Websocket-Protocol"], subprotocols) {
+	if !upgrade || !connection || !version || key == nil || chosen == len(subprotocols) {
 		return nil, false
 	}
-	hdr["Upgrade"] = []string{"websocket"}
-	hdr["Connection"] = []string{"Upgrade"}
-	hdr["Sec-Websocket-Version"] = []string{"13"}
-	return &http.Request{Method: http.MethodGet, Header: hdr, Proto: proto, ProtoMajor: 1, ProtoMinor: 1, RequestURI: target}, true
+	uri := path
+	if len(target) != len(path) {
+		uri = string(target) // with its query
+	}
+	vals := &[2]string{string(key), subprotocols[chosen]}
+	hdr := http.Header{
+		"Upgrade":                hdrWebsocket,
+		"Connection":             hdrUpgrade,
+		"Sec-Websocket-Version":  hdrVersion,
+		"Sec-Websocket-Key":      vals[0:1:1],
+		"Sec-Websocket-Protocol": vals[1:2:2],
+	}
+	return &http.Request{Method: http.MethodGet, Header: hdr, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, RequestURI: uri}, true
+}
+
+// cutLine returns b's first line (without its CRLF) and what follows.
+func cutLine(b []byte) (line, rest []byte) {
+	line, rest, _ = bytes.Cut(b, []byte("\r\n"))
+	return line, rest
+}
+
+// asciiEqualFold reports whether b equals s, ASCII case-insensitive.
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // hasToken reports whether the comma-separated list v holds token (ASCII
 // case-insensitive).
-func hasToken(v, token string) bool {
-	for v != "" {
-		var t string
-		t, v, _ = strings.Cut(v, ",")
-		if strings.EqualFold(strings.TrimSpace(t), token) {
+func hasToken(v []byte, token string) bool {
+	for len(v) > 0 {
+		var t []byte
+		t, v, _ = bytes.Cut(v, []byte(","))
+		if asciiEqualFold(bytes.TrimSpace(t), token) {
 			return true
-		}
-	}
-	return false
-}
-
-// offersSubprotocol reports whether the Sec-WebSocket-Protocol values
-// offer one of subprotocols.
-func offersSubprotocol(values, subprotocols []string) bool {
-	for _, v := range values {
-		for _, p := range subprotocols {
-			if hasToken(v, p) {
-				return true
-			}
 		}
 	}
 	return false

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	nbws "github.com/lesismal/nbio/nbhttp/websocket"
 
@@ -154,13 +155,16 @@ var wsHead = testkit.WSUpgradeRequest("/v1/ws", "corral.v1.proto")
 
 func TestWSRequestFastPath(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		head string
-		fast bool
+		name  string
+		head  string
+		fast  bool
+		proto string // the subprotocol chosen on the fast path
 	}{
-		{name: "a plain upgrade", head: wsHead, fast: true},
-		{name: "header names in any case, token lists, a query", fast: true,
+		{name: "a plain upgrade", head: wsHead, fast: true, proto: "corral.v1.proto"},
+		{name: "header names in any case, token lists, a query", fast: true, proto: "corral.v1.json",
 			head: "GET /v1/ws?x=1 HTTP/1.1\r\nupgrade: WebSocket\r\nconnection: keep-alive, Upgrade\r\nsec-websocket-key: a2V5\r\nSEC-WEBSOCKET-VERSION: 13\r\nSec-WebSocket-Protocol: other, corral.v1.json\r\n\r\n"},
+		{name: "two protocol headers: the server's preference", fast: true, proto: "corral.v1.proto",
+			head: strings.Replace(wsHead, "Sec-WebSocket-Protocol: corral.v1.proto", "Sec-WebSocket-Protocol: corral.v1.json\r\nSec-WebSocket-Protocol: CORRAL.V1.PROTO", 1)},
 		{name: "another path", head: strings.Replace(wsHead, "/v1/ws", "/v1/wsx", 1)},
 		{name: "another method", head: strings.Replace(wsHead, "GET", "POST", 1)},
 		{name: "HTTP/1.0", head: strings.Replace(wsHead, "HTTP/1.1", "HTTP/1.0", 1)},
@@ -178,10 +182,36 @@ func TestWSRequestFastPath(t *testing.T) {
 			if ok != tc.fast {
 				t.Fatalf("fast path %v, want %v", ok, tc.fast)
 			}
-			if ok && (r.Method != http.MethodGet || r.Header.Get("Sec-Websocket-Key") == "" || len(r.Header["Sec-Websocket-Protocol"]) == 0) {
+			if !ok {
+				return
+			}
+			if r.Method != http.MethodGet || r.Header.Get("Sec-Websocket-Key") == "" {
 				t.Fatalf("request for the upgrader: %+v", r)
 			}
+			// nbio keeps the chosen subprotocol for the connection's life:
+			// it must be the server's own string, not a piece of the head.
+			got := r.Header["Sec-Websocket-Protocol"]
+			i := slices.Index(testSubprotocols, tc.proto)
+			if len(got) != 1 || got[0] != tc.proto || unsafe.StringData(got[0]) != unsafe.StringData(testSubprotocols[i]) {
+				t.Fatalf("Sec-WebSocket-Protocol %q, want the server's own %q", got, tc.proto)
+			}
 		})
+	}
+}
+
+// TestWSRequestAllocations bounds what parsing a fast-path upgrade head
+// allocates: the key, the header map (two objects) and the request; the
+// head is not copied (it was, whole, and nbio kept it alive through the
+// subprotocol with every idle session).
+func TestWSRequestAllocations(t *testing.T) {
+	head := []byte(wsHead)
+	n := testing.AllocsPerRun(1000, func() {
+		if _, ok := upgradeRequest(head, "/v1/ws", testSubprotocols); !ok {
+			t.Fatal("not on the fast path")
+		}
+	})
+	if n > 5 {
+		t.Fatalf("%v allocations per upgrade head, want at most 5", n)
 	}
 }
 
