@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/scenario"
 )
 
 const smokeScenario = `
@@ -39,3 +40,23 @@ func TestSmoke(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Logf("%s", p); return len(p), nil }
+
+// TestShippedScenarioRuns: scenarios/kraken-drop.yaml, the shipped file
+// both tools run, runs at its own scale against one hub: every dropped
+// device back, no P0 lost.
+func TestShippedScenarioRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a run of the shipped file against a hub")
+	}
+	sc, err := scenario.Load("../scenarios/kraken-drop.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startHub(t, hub.Options{})
+	res := runScenario(t, sc, Config{Targets: []string{h.url()}, Token: testToken(testSecret), PublishURL: "http://" + h.Addr().String(), APIKey: testAPIKey})
+	s := res.Storms[0]
+	if res.Devices != 200 || s.Dropped != 66 || s.Back != 66 || res.Stopped != "on_recovery" || res.Messages.P0Lost != 0 || res.Messages.P0Expected == 0 {
+		t.Errorf("devices %d, dropped %d, back %d, stopped by %s, P0 expected %d lost %d; want 200, 66, 66, on_recovery, some, 0",
+			res.Devices, s.Dropped, s.Back, res.Stopped, res.Messages.P0Expected, res.Messages.P0Lost)
+	}
+}

@@ -60,7 +60,7 @@ Session tokens are minted for tenants t0, t1, ... with the HMAC secret of
 the variable --secret-env names; the publish API key comes from
 --api-key-env. Progress lines go to stderr; the JSON result (documented in
 kraken/README.md) to stdout, or to --out FILE.`,
-		Example: `  CORRAL_DEV_SECRET=... CORRAL_API_KEY=... corral kraken run scenarios/kraken-small.yaml \
+		Example: `  CORRAL_DEV_SECRET=... CORRAL_API_KEY=... corral kraken run scenarios/kraken-drop.yaml \
     --target ws://127.0.0.1:7400/v1/ws --publish http://127.0.0.1:7400 \
     --secret-env CORRAL_DEV_SECRET --api-key-env CORRAL_API_KEY`,
 		Args: cobra.ExactArgs(1),
