@@ -202,3 +202,69 @@ func TestHubDrainRelayed(t *testing.T) {
 		t.Fatalf("closed with %v, want 1001 with the GoAway's hint %d ms", c, g.GetRetryAfterMs())
 	}
 }
+
+// TestSlowDeviceP2GetsGaps: P1 and P2 messages that do not fit a slow
+// device's queue are dropped and told as Gap frames (the hub's policy);
+// the session stays open, and every offset is either delivered or in a
+// Gap, once.
+func TestSlowDeviceP2GetsGaps(t *testing.T) {
+	th := startHub(t, func(c *hub.Config) { c.Session.OutboundBytes = 1 << 20 })
+	te := startEdge(t, func(c *Config) {
+		c.Session.OutboundBytes = 64 << 10
+		c.Session.PingInterval = time.Minute
+	}, th)
+	sub := func(r *rawGRPC) {
+		r.send(t, &corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: "p2hose"}}})
+		if f, err := r.stream.Recv(); err != nil || f.GetSubscribed() == nil {
+			t.Fatalf("subscribe: %v %v", f, err)
+		}
+	}
+	slow, fast := welcomed(t, te, 2), welcomed(t, te, 2)
+	sub(slow)
+	sub(fast)
+	ctx := context.Background()
+	const n = 400
+	for i := range n {
+		if _, err := th.Publish(ctx, hub.PublishRequest{Tenant: "acme", Channel: "p2hose", Priority: corralv1.Priority_PRIORITY_P2, Data: make([]byte, 1024)}); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := fast.stream.Recv(); err != nil || f.GetMessage() == nil {
+			t.Fatalf("fast device, message %d: %v %v", i, f, err)
+		}
+	}
+	seen := make([]int, n+1)
+	gaps := 0
+	for covered := 0; covered < n; {
+		f, err := slow.stream.Recv()
+		if err != nil {
+			t.Fatalf("slow device after %d offsets: %v", covered, err)
+		}
+		switch {
+		case f.GetMessage() != nil:
+			seen[f.GetMessage().GetOffset()]++
+			covered++
+		case f.GetGap() != nil:
+			g := f.GetGap()
+			gaps++
+			for o := g.GetFromOffset(); o <= g.GetToOffset(); o++ {
+				seen[o]++
+				covered++
+			}
+		}
+	}
+	for o := 1; o <= n; o++ {
+		if seen[o] != 1 {
+			t.Fatalf("offset %d delivered or in a gap %d times, want once", o, seen[o])
+		}
+	}
+	if gaps == 0 {
+		t.Fatal("no Gap: the queue never overflowed")
+	}
+	slow.send(t, &corralv1.ClientFrame{Id: 9, Frame: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{}}})
+	if f, err := slow.stream.Recv(); err != nil || f.GetPong() == nil {
+		t.Fatalf("the slow session after its gaps: %v %v, want it open", f, err)
+	}
+	if te.metric("corral_edge_messages_dropped_total", "priority", "p2") == 0 {
+		t.Error("no drop counted")
+	}
+}

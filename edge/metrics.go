@@ -22,6 +22,7 @@ type metrics struct {
 	streamFailures *prometheus.CounterVec // origin
 	shed           *prometheus.CounterVec // action, priority
 	slow           prometheus.Counter
+	dropped        *prometheus.CounterVec // priority
 	replayServed   prometheus.Counter
 	replayWaiting  prometheus.Gauge
 	handshake      prometheus.Histogram
@@ -70,6 +71,8 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 			[]string{"action", "priority"}),
 		slow: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_slow_consumers_total",
 			Help: "Device sessions closed with 4000 because their outbound queue overflowed."}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_messages_dropped_total",
+			Help: "P1 and P2 messages dropped for a device whose queue was full (told as Gap frames), by priority (p1, p2)."}, []string{"priority"}),
 		replayServed: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_replay_messages_served_total",
 			Help: "Messages sent to devices from the replay cache (the resumes it covered)."}),
 		replayWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_replay_waiting",
@@ -88,6 +91,9 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 	for _, t := range labelFrameTypes {
 		m.framesIn.WithLabelValues(t)
 	}
+	for _, p := range labelPriorities[1:] {
+		m.dropped.WithLabelValues(p)
+	}
 	for _, a := range labelShedActions {
 		for _, p := range labelPriorities {
 			m.shed.WithLabelValues(a, p)
@@ -96,7 +102,7 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.replayServed, m.replayWaiting, m.handshake} {
+	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.dropped, m.replayServed, m.replayWaiting, m.handshake} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge: metrics: %w", err)
 		}

@@ -530,6 +530,15 @@ func (s *session) push(f *corralv1.ServerFrame) {
 		return
 	}
 	if !s.q.push(f, proto.Size(f), s.e.sess.OutboundBytes) {
+		if m := f.GetMessage(); m != nil && wire.Rank(m.GetPriority()) > 0 {
+			// A P1 or P2 message that does not fit is dropped and told
+			// as a Gap, as the hub does; only P0 closes the session.
+			s.q.appendGap(m)
+			s.kickLocked()
+			s.mu.Unlock()
+			s.e.metrics.dropped.WithLabelValues(priorityLabel(wire.Rank(m.GetPriority()))).Inc()
+			return
+		}
 		s.closeLocked(wire.Close{Code: wire.CloseSlowConsumer, Text: "outbound queue full"}, true, false)
 		s.mu.Unlock()
 		s.e.metrics.slow.Inc()
@@ -750,6 +759,22 @@ func (q *outQueue) pop() (*corralv1.ServerFrame, bool) {
 }
 
 func (q *outQueue) clear() { *q = outQueue{} }
+
+// appendGap records that m will not be delivered: a Gap frame, or the
+// Gap at the tail of the queue extended when m continues it. Gaps are
+// small and always queued.
+func (q *outQueue) appendGap(m *corralv1.Message) {
+	if n := len(q.frames); n > q.head {
+		if g := q.frames[n-1].GetGap(); g != nil && g.GetChannel() == m.GetChannel() && g.GetEpoch() == m.GetEpoch() && g.GetToOffset()+1 == m.GetOffset() {
+			g.ToOffset = m.GetOffset()
+			return
+		}
+	}
+	f := &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Gap{Gap: &corralv1.Gap{
+		Channel: m.GetChannel(), Epoch: m.GetEpoch(), FromOffset: m.GetOffset(), ToOffset: m.GetOffset(), Reason: "slow consumer",
+	}}}
+	q.push(f, proto.Size(f), 0)
+}
 
 func hasString(l []string, s string) bool {
 	for _, v := range l {
