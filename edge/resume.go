@@ -225,12 +225,12 @@ func (s *session) replayFromUpstream(f *corralv1.ServerFrame) {
 			}
 		}
 		s.mu.Unlock()
+		if len(msgs) > 0 {
+			e.metrics.replayServed.Add(float64(len(msgs))) // before the device can see them
+		}
 		s.push(f)
 		for _, m := range msgs {
 			s.push(&corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Message{Message: m}})
-		}
-		if len(msgs) > 0 {
-			e.metrics.replayServed.Add(float64(len(msgs)))
 		}
 	}
 }
