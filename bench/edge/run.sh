@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# bench/edge/run.sh: the edge benchmarks of issue 12, on one machine.
+#
+#   bash bench/edge/run.sh [idle|latency|all] [-n 9000] [-runs 3]
+#
+# idle:    N idle WebSocket sessions (Hello + one Subscribe each) held
+#          through a front in front of one hub, the client side in two
+#          processes over 127.2.0.0/15 sources. The front is, in turns in
+#          the same run, `corral edge` (one socket per device, the sessions
+#          multiplexed upstream over Relay streams) and HAProxy (Debian's,
+#          `mode http`, one socket to the device and one to the hub per
+#          session). Reports the front's RSS per session (minus its own
+#          before the sessions); for the edge also its Go heap per session.
+#          N is at most ~9,500: HAProxy holds two descriptors per session
+#          and a process may hold 20,000 here. EDGE_HEAP_PROFILE=FILE saves
+#          the edge's heap profile once the sessions are held (with
+#          EDGE_GODEBUG=memprofilerate=1 it records every allocation).
+# latency: N subscribers of one channel, first straight on the hub, then
+#          through the edge, in turns; the hub's HTTP publish API sends
+#          MESSAGES messages EVERY apart (default 200 at 50ms: 20 per
+#          second); p50 and p99 from publish to receipt over every
+#          delivery, and the edge's added p50 and p99 beside the direct
+#          ones.
+#
+# Needs: Go, curl, haproxy (installed with apt-get when missing, for idle).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+mode=${1:-all}
+shift || true
+N=9000
+RUNS=3
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-n) N=$2; shift 2 ;;
+	-runs) RUNS=$2; shift 2 ;;
+	*) echo "unknown flag $1" >&2; exit 2 ;;
+	esac
+done
+MESSAGES=${MESSAGES:-200}
+EVERY=${EVERY:-50ms}
+
+work=$(mktemp -d /tmp/corral-bench-edge.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+go build -o "$work/corral" ./cmd/corral
+go build -o "$work/hubload" ./bench/hub/hubload
+
+SECRET=bench-secret-0123456789abcdef
+KEY=bench-api-key-0123456789
+RELAY=bench-relay-key-0123456789
+HUB=127.0.0.1:7450
+HUB_GRPC=127.0.0.1:7451
+HUB_ADMIN=127.0.0.1:7459
+EDGE=127.0.0.1:7470
+EDGE_ADMIN=127.0.0.1:7479
+HAPROXY=127.0.0.1:7480
+cat >"$work/hub.yaml" <<YAML
+listen: $HUB
+grpc_listen: $HUB_GRPC
+admin: {addr: $HUB_ADMIN}
+history: {store: memory}
+auth:
+  keys: [{algorithm: HS256, secret: $SECRET}]
+  api_keys: [{name: bench, key: $KEY, tenants: ["*"]}]
+relay:
+  keys: [{name: bench, key: $RELAY}]
+session:
+  handshake_timeout: 60s
+  ping_interval: 10m
+YAML
+cat >"$work/edge.yaml" <<YAML
+listen: $EDGE
+grpc_listen: ""
+admin: {addr: $EDGE_ADMIN}
+origins:
+  static: ["$HUB_GRPC"]
+relay:
+  key: $RELAY
+session:
+  handshake_timeout: 60s
+  ping_interval: 10m
+YAML
+cat >"$work/haproxy.cfg" <<CFG
+global
+  maxconn 9800
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 1h
+  timeout server 1h
+  timeout tunnel 1h
+frontend devices
+  bind $HAPROXY
+  default_backend hub
+backend hub
+  server hub1 $HUB
+CFG
+TOKEN=$("$work/hubload" token -secret "$SECRET" -tenant bench)
+
+metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m || index($1, m"{") == 1 {s += $2} END {printf "%.0f\n", s}'; }
+rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
+wait_ready() {
+	for _ in $(seq 200); do
+		curl -sf "http://$1/readyz" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "$1 not ready" >&2; return 1
+}
+wait_line() { # FILE PATTERN
+	for _ in $(seq 1200); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "timeout waiting for $2 in $1" >&2; cat "$1" >&2; return 1
+}
+# start_clients ADDR COUNT FIRST LATFILE: a hubload client process fed by a
+# FIFO (closing it ends the process).
+start_clients() {
+	local addr=$1 n=$2 first=$3 lat=$4 fifo="$work/in.$3"
+	rm -f "$fifo"; mkfifo "$fifo"
+	"$work/hubload" clients -addr "$addr" -n "$n" -first "$first" -token "$TOKEN" -channel bench -lat "$lat" <"$fifo" >"$work/out.$first" 2>&1 &
+	exec {fd}>"$fifo"
+	eval "fd_$first=$fd"
+}
+stop_clients() {
+	local first fdn
+	for first in "$@"; do
+		eval "fdn=\$fd_$first"
+		eval "exec $fdn>&-"
+	done
+	for first in "$@"; do wait_line "$work/out.$first" '^received'; done
+}
+start_hub() {
+	"$work/corral" hub --config "$work/hub.yaml" --log-level warn >"$work/hub.log" 2>&1 &
+	hub_pid=$!
+	wait_ready "$HUB_ADMIN"
+}
+start_edge() {
+	GODEBUG=${EDGE_GODEBUG:-} "$work/corral" edge --config "$work/edge.yaml" --log-level warn >"$work/edge.log" 2>&1 &
+	front_pid=$!
+	wait_ready "$EDGE_ADMIN"
+}
+start_haproxy() {
+	haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
+	front_pid=$!
+	for _ in $(seq 100); do
+		(exec 3<>"/dev/tcp/${HAPROXY%:*}/${HAPROXY#*:}") 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "haproxy did not start" >&2; cat "$work/haproxy.log" >&2; return 1
+}
+# median_of NAME COLUMN FILE: the median of COLUMN over FILE's lines whose
+# first field is NAME.
+median_of() { awk -v f="$1" -v c="$2" '$1 == f {print $c}' "$3" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+stop() { kill -TERM "$@" 2>/dev/null || true; wait "$@" 2>/dev/null || true; }
+
+# idle_turn FRONT RUN: N sessions held through FRONT (edge or haproxy).
+idle_turn() {
+	local front=$1 run=$2 addr half=$(( N / 2 ))
+	start_hub
+	if [ "$front" = edge ]; then start_edge; addr=$EDGE; else start_haproxy; addr=$HAPROXY; fi
+	sleep 1
+	local rss0 heap0=0
+	rss0=$(rss "$front_pid")
+	[ "$front" = edge ] && heap0=$(metric "$EDGE_ADMIN" go_memstats_heap_inuse_bytes)
+	start_clients "$addr" "$half" 0 /dev/null
+	start_clients "$addr" $(( N - half )) 100000 /dev/null
+	wait_line "$work/out.0" '^ready'; wait_line "$work/out.100000" '^ready'
+	for _ in $(seq 300); do [ "$(metric "$HUB_ADMIN" corral_hub_sessions)" -ge "$N" ] && break; sleep 0.1; done
+	# Settle, then collect, and give the Go runtime's scavenger time to
+	# return freed pages (the edge's RSS falls after the connection storm).
+	sleep 5
+	[ "$front" = edge ] && curl -s "http://$EDGE_ADMIN/debug/pprof/heap?gc=1" >/dev/null
+	sleep "${SETTLE:-20}"
+	[ "$front" = edge ] && curl -s "http://$EDGE_ADMIN/debug/pprof/heap?gc=1" >/dev/null
+	sleep 2
+	if [ "$front" = edge ] && [ -n "${EDGE_HEAP_PROFILE:-}" ]; then curl -s "http://$EDGE_ADMIN/debug/pprof/heap" >"$EDGE_HEAP_PROFILE"; fi
+	local rss1 sessions heap=""
+	rss1=$(rss "$front_pid"); sessions=$(metric "$HUB_ADMIN" corral_hub_sessions)
+	if [ "$front" = edge ]; then
+		heap=" heap_per_session $(( ($(metric "$EDGE_ADMIN" go_memstats_heap_inuse_bytes) - heap0) / sessions )) goroutines $(metric "$EDGE_ADMIN" go_goroutines) stack_inuse $(metric "$EDGE_ADMIN" go_memstats_stack_inuse_bytes)"
+	fi
+	echo "idle $front run $run: sessions $sessions rss_before $rss0 rss_after $rss1 rss_per_session $(( (rss1 - rss0) / sessions ))$heap"
+	echo "$front $(( (rss1 - rss0) / sessions ))" >>"$work/idle.sum"
+	stop_clients 0 100000
+	stop "$front_pid"
+	stop "$hub_pid"
+}
+
+# latency_turn PATH RUN: N subscribers direct on the hub or through the
+# edge; MESSAGES publishes on the hub.
+latency_turn() {
+	local path=$1 run=$2 addr=$HUB half=$(( N / 2 ))
+	start_hub
+	if [ "$path" = edge ]; then start_edge; addr=$EDGE; fi
+	rm -f "$work/lat.0" "$work/lat.100000"
+	start_clients "$addr" "$half" 0 "$work/lat.0"
+	start_clients "$addr" $(( N - half )) 100000 "$work/lat.100000"
+	wait_line "$work/out.0" '^ready'; wait_line "$work/out.100000" '^ready'
+	sleep 1
+	"$work/hubload" publish -addr "$HUB" -key "$KEY" -tenant bench -channel bench -count "$MESSAGES" -every "$EVERY" >/dev/null
+	sleep 2
+	stop_clients 0 100000
+	local line
+	line=$("$work/hubload" merge "$work/lat.0" "$work/lat.100000")
+	echo "latency $path run $run: $line (subscribers $N, $MESSAGES messages every $EVERY)"
+	echo "$path $line" >>"$work/latency.sum"
+	[ "$path" = edge ] && stop "$front_pid"
+	stop "$hub_pid"
+}
+
+echo "# $(date -u +%FT%TZ) $(go version) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), N $N"
+if [ "$mode" = idle ] || [ "$mode" = all ]; then
+	if ! command -v haproxy >/dev/null; then
+		sudo=""; [ "$(id -u)" != 0 ] && sudo=sudo
+		$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq haproxy >/dev/null
+	fi
+	echo "# $(haproxy -v | head -1)"
+	for r in $(seq "$RUNS"); do idle_turn edge "$r"; idle_turn haproxy "$r"; done
+	e=$(median_of edge 2 "$work/idle.sum"); h=$(median_of haproxy 2 "$work/idle.sum")
+	echo "idle medians over $RUNS runs: edge $e B per session, haproxy $h B per session, edge / haproxy $(awk -v e="$e" -v h="$h" 'BEGIN {printf "%.2f", e / h}')"
+fi
+if [ "$mode" = latency ] || [ "$mode" = all ]; then
+	for r in $(seq "$RUNS"); do latency_turn direct "$r"; latency_turn edge "$r"; done
+	# lines: PATH deliveries D p50_ms P p99_ms Q max_ms M
+	d50=$(median_of direct 5 "$work/latency.sum"); d99=$(median_of direct 7 "$work/latency.sum")
+	e50=$(median_of edge 5 "$work/latency.sum"); e99=$(median_of edge 7 "$work/latency.sum")
+	echo "latency medians over $RUNS runs: direct p50 $d50 ms p99 $d99 ms; edge p50 $e50 ms p99 $e99 ms; added p50 $(awk -v a="$e50" -v b="$d50" 'BEGIN {printf "%.2f", a - b}') ms, p99 $(awk -v a="$e99" -v b="$d99" 'BEGIN {printf "%.2f", a - b}') ms"
+fi
