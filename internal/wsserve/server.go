@@ -161,6 +161,7 @@ func (s *Server) Start() error {
 // connection (crypto/tls's from tls.NewListener) is answered 500 and
 // closed. For TLS set Config.TLS and pass the TCP listener.
 func (s *Server) Serve(ln net.Listener) error {
+	deferAccept(ln) // the head is there when accept returns (deferaccept_linux.go)
 	if s.cfg.TLS != nil {
 		ln = tlsListener{Listener: ln, s: s}
 	}
