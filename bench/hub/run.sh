@@ -30,6 +30,10 @@
 #           HUB_CPUPROFILE=/tmp/hub.cpu.pb also saves a CPU profile of the
 #           hub's first turn (HUB_CPUPROFILE_SECONDS, default 3, from the
 #           start of the storm; its turn's CPU figure then includes pprof's).
+#           HUB_SYSCALLS=1 also counts the system calls of each server over
+#           its storm (perf stat on its tracepoints; needs perf and root or
+#           perf_event_paranoid <= 1) and prints them per session: counts
+#           that mean something on a busy machine too.
 #
 # Needs: Go, taskset (util-linux), curl. The per-process fd limit here is
 # 20,000: the hub holds the 19,000 sessions, each client process 9,500.
@@ -198,6 +202,11 @@ versus_turn() {
 		curl -s "http://$ADMIN/debug/pprof/profile?seconds=${HUB_CPUPROFILE_SECONDS:-3}" >"$HUB_CPUPROFILE" &
 		prof=$!
 	fi
+	local perf=
+	if [ -n "${HUB_SYSCALLS:-}" ]; then
+		perf stat -x, -e 'raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,context-switches' -p "$pid" -o "$work/perf.$srv" &
+		perf=$!
+	fi
 	c0=$(cputicks $pid)
 	start_clients "$half" 0 bench /dev/null 1 -conc $(( CONC / 2 )) "${flags[@]}"
 	start_clients $(( N - half )) 100000 bench /dev/null 1 -conc $(( CONC - CONC / 2 )) "${flags[@]}"
@@ -212,6 +221,10 @@ versus_turn() {
 			srv, run, n, failed, lost, t, n / t, cpu, 100 * cpu / t, 1000 * cpu / n, u, w
 		printf "%s %d %d %.3f %.2f\n", srv, n, lost, t, cpu >>sum
 	}'
+	if [ -n "$perf" ]; then
+		kill -INT "$perf"; wait "$perf" 2>/dev/null || true
+		awk -F, -v srv="$srv" -v run="$run" -v n="$N" '$1 ~ /^[0-9]+$/ {printf "versus %-10s run %s: %-32s %.2f per session\n", srv, run, $3, $1 / n}' "$work/perf.$srv"
+	fi
 	[ -n "$prof" ] && wait "$prof"
 	stop_clients 0 100000
 	kill -TERM $pid; wait $pid 2>/dev/null || true
