@@ -23,9 +23,11 @@ import (
 )
 
 // The device gRPC listener: Corral.Connect, the same session as over
-// WebSocket. Publish and Relay are not served at the edge (Unimplemented).
+// WebSocket; Publish is forwarded to a hub (publish.go); Relay is not
+// served at the edge (Unimplemented).
 
-// grpcService implements the Connect method of corralv1.CorralServer.
+// grpcService implements the Connect and Publish methods of
+// corralv1.CorralServer.
 type grpcService struct {
 	corralv1.UnimplementedCorralServer
 	e *Edge

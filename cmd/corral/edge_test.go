@@ -41,7 +41,8 @@ func TestEdgeValidateNamesFileLineKey(t *testing.T) {
 
 // TestEdgeServesExample runs `corral hub` on examples/hub.yaml and
 // `corral edge` on examples/edge.yaml (ports moved), and a device on the
-// edge's WebSocket subscribes and gets a message published through it,
+// edge's WebSocket subscribes and gets a message published through it
+// and one sent by `corral pub` to the edge's gRPC publish API,
 // with the examples' development secret; the edge's admin listener
 // answers /readyz and /metrics.
 func TestEdgeServesExample(t *testing.T) {
@@ -59,7 +60,8 @@ func TestEdgeServesExample(t *testing.T) {
 	if err := os.WriteFile(edgeCfg, bytes.Replace(example, []byte("127.0.0.1:7401"), []byte(hubGRPC), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("CORRAL_EDGE_GRPC_LISTEN", "127.0.0.1:0")
+	edgeGRPC := "127.0.0.1:" + freePort(t)
+	t.Setenv("CORRAL_EDGE_GRPC_LISTEN", edgeGRPC)
 	edgeAddr, edgeAdmin := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
 
 	// The hub runs as `corral hub --config examples/hub.yaml` in a process
@@ -122,6 +124,19 @@ func TestEdgeServesExample(t *testing.T) {
 		if e.Kind == client.EventMessage {
 			if string(e.Message.GetData()) != "through the edge" {
 				t.Fatalf("message %q", e.Message.GetData())
+			}
+			break
+		}
+	}
+	// A backend publishes through the edge with `corral pub` over gRPC.
+	var pubOut, pubErr bytes.Buffer
+	if code := run(rctx, []string{"pub", "--tenant", "demo", "--api-key", "dev-api-key-change-me", "grpc://" + edgeGRPC, "news.eu", "pub via the edge"}, &pubOut, &pubErr); code != 0 {
+		t.Fatalf("corral pub through the edge: exit %d: %s", code, pubErr.String())
+	}
+	for e := range c.Events() {
+		if e.Kind == client.EventMessage {
+			if string(e.Message.GetData()) != "pub via the edge" {
+				t.Fatalf("message %q, want the one corral pub sent through the edge", e.Message.GetData())
 			}
 			break
 		}
