@@ -6,43 +6,23 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/corralhq/corral/internal/drain"
 	"github.com/corralhq/corral/wire"
 )
 
 // Drain and rebalancing. Shutdown closes the listeners, then sends every
 // session a GoAway with a jittered retry hint followed by its close (1001),
 // paced at drain.rate per second, raised when that pace cannot reach every
-// session by drainSendBy of drain.deadline; no session is cut without its
-// GoAway because time ran out. Each session also ends at max_session_age
-// +-10 % (gRPC's A9 max connection age, jittered the same way), with the
-// same jittered GoAway, so that long-lived sessions spread again over the
-// edges and origins that came up since they connected.
-
-// drainSendBy is the share of drain.deadline within which every GoAway is
-// sent.
-const drainSendBy = 0.9
+// session by drain.SendBy of drain.deadline (internal/drain plans and
+// paces it); no session is cut without its GoAway because time ran out.
+// Each session also ends at max_session_age +-10 % (gRPC's A9 max
+// connection age, jittered the same way), with the same jittered GoAway,
+// so that long-lived sessions spread again over the edges and origins that
+// came up since they connected.
 
 // stopFlush bounds how long Run waits at its end for sessions that were
 // sent their close to be written out.
 const stopFlush = 5 * time.Second
-
-// drainPlan returns the pace (GoAways per second) of a drain of n
-// sessions, the time by which the last one is sent, and whether the pace
-// was raised above cfg.Rate to meet the deadline.
-func drainPlan(n int, cfg DrainConfig) (pace float64, sendBy time.Duration, raised bool) {
-	sendBy = time.Duration(float64(cfg.Deadline) * drainSendBy)
-	pace = float64(cfg.Rate)
-	if n <= 1 {
-		return pace, sendBy, false
-	}
-	if sendBy <= 0 {
-		return math.Max(pace, float64(n)*1e3), 0, true
-	}
-	if need := float64(n-1) / sendBy.Seconds(); need > pace {
-		return need, sendBy, true
-	}
-	return pace, sendBy, false
-}
 
 // jitterAge returns age +-10 %, uniformly.
 func jitterAge(age time.Duration) time.Duration {
@@ -57,8 +37,7 @@ func jitterAge(age time.Duration) time.Duration {
 // session the edge sends away (drain, max age, a broken Relay stream, no
 // origin), so that those sessions do not all come back at once.
 func (e *Edge) retryHint() time.Duration {
-	base := e.drainCfg.RetryAfter
-	return base + time.Duration(rand.Int64N(int64(base)+1))
+	return drain.Hint(e.drainCfg.RetryAfter)
 }
 
 // goAwayClose is a 1001 close with a jittered retry hint.
@@ -74,7 +53,7 @@ func (e *Edge) sendAway(s *session, text string) {
 	}
 }
 
-// drain sends every session its GoAway at the pace of drainPlan, then
+// drain sends every session its GoAway at the pace of drain.NewPlan, then
 // waits for the sessions to leave until ctx ends. When ctx ends before
 // every GoAway is sent, the rest are sent at once: never a cut.
 func (e *Edge) drain(ctx context.Context) {
@@ -83,48 +62,19 @@ func (e *Edge) drain(ctx context.Context) {
 	if n == 0 {
 		return
 	}
-	pace, sendBy, raised := drainPlan(n, e.drainCfg)
-	if raised {
+	plan := drain.NewPlan(n, e.drainCfg.Rate, e.drainCfg.Deadline)
+	if plan.Raised {
 		e.log.Warn("edge: drain.deadline too short for drain.rate: raising the drain pace so that every session gets its GoAway",
-			"sessions", n, "rate", e.drainCfg.Rate, "deadline", e.drainCfg.Deadline, "pace", int(math.Ceil(pace)))
+			"sessions", n, "rate", e.drainCfg.Rate, "deadline", e.drainCfg.Deadline, "pace", int(math.Ceil(plan.Pace)))
 	} else {
-		e.log.Info("draining", "sessions", n, "pace", int(math.Ceil(pace)), "deadline", e.drainCfg.Deadline)
+		e.log.Info("draining", "sessions", n, "pace", int(math.Ceil(plan.Pace)), "deadline", e.drainCfg.Deadline)
 	}
-	period := max(time.Duration(float64(time.Second)/pace), 5*time.Millisecond)
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	start := time.Now()
-	for sent := 0; sent < n; {
-		due := n
-		if el := time.Since(start); el < sendBy && ctx.Err() == nil {
-			due = min(n, 1+int(el.Seconds()*pace))
-		}
-		for ; sent < due; sent++ {
-			e.sendAway(sessions[sent], "edge draining")
-		}
-		if sent == n {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
-	}
+	plan.Send(ctx, func(i int) { e.sendAway(sessions[i], "edge draining") })
 	e.awaitSessions(ctx)
 }
 
 // awaitSessions waits until no session is left or ctx ends.
-func (e *Edge) awaitSessions(ctx context.Context) {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for e.Sessions() > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
+func (e *Edge) awaitSessions(ctx context.Context) { drain.Await(ctx, e.Sessions) }
 
 // stopSessions is Run's last word to the sessions still open: a jittered
 // GoAway and a close each, then a bounded wait for them to be written.

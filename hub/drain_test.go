@@ -17,35 +17,6 @@ import (
 	"github.com/corralhq/corral/wire/corralv1"
 )
 
-func TestDrainPlan(t *testing.T) {
-	cfg := DrainConfig{}.withDefaults() // 1,000/s, 30 s
-	tests := []struct {
-		name     string
-		n        int
-		cfg      DrainConfig
-		wantPace float64
-		raised   bool
-	}{
-		{name: "the rate meets the deadline", n: 20_000, cfg: cfg, wantPace: 1000},
-		{name: "exactly at the rate", n: 27_001, cfg: cfg, wantPace: 1000},
-		{name: "40,000 sessions at the defaults", n: 40_000, cfg: cfg, wantPace: 39_999 / 27.0, raised: true},
-		{name: "a short deadline", n: 300, cfg: DrainConfig{Rate: 10, Deadline: 2 * time.Second}.withDefaults(), wantPace: 299 / 1.8, raised: true},
-		{name: "a deadline of a nanosecond: all at once", n: 300, cfg: DrainConfig{Rate: 10, Deadline: 1}.withDefaults(), wantPace: 300_000, raised: true},
-		{name: "one session", n: 1, cfg: DrainConfig{Rate: 1, Deadline: time.Millisecond}.withDefaults(), wantPace: 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			pace, sendBy, raised := drainPlan(tc.n, tc.cfg)
-			if raised != tc.raised || pace < tc.wantPace*0.999 || pace > tc.wantPace*1.001 {
-				t.Fatalf("pace %v (raised %v), want %v (raised %v)", pace, raised, tc.wantPace, tc.raised)
-			}
-			if last := time.Duration(float64(tc.n-1) / pace * float64(time.Second)); last > sendBy+time.Millisecond || sendBy >= tc.cfg.Deadline {
-				t.Fatalf("last GoAway at %v, sendBy %v, deadline %v", last, sendBy, tc.cfg.Deadline)
-			}
-		})
-	}
-}
-
 // drained is what one client saw of a drain.
 type drained struct {
 	goAway    bool
