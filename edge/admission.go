@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/corralhq/corral/internal/lifecycle"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
 )
@@ -133,7 +134,7 @@ func (a *admission) observeResources() {
 // priority to sever, and severs them.
 func (e *Edge) severLoop(ctx context.Context, tick time.Duration) {
 	i := 0
-	every(ctx, tick, func() {
+	lifecycle.Every(ctx, tick, func() {
 		if i%10 == 0 {
 			e.adm.observeResources()
 		}

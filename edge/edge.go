@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/corralhq/corral/internal/lifecycle"
 	"github.com/corralhq/corral/internal/tlsconf"
 	"github.com/corralhq/corral/internal/wsserve"
 	"github.com/corralhq/corral/limit"
@@ -211,7 +212,7 @@ func (e *Edge) run(ctx context.Context) (err error) {
 	}
 	e.ready.Store(true)
 	e.syncHealth()
-	wg.Go(func() { every(ctx, time.Second, e.syncHealth) })
+	wg.Go(func() { lifecycle.Every(ctx, time.Second, e.syncHealth) })
 	close(e.started)
 	startedClosed = true
 	e.log.Info("edge up", "node", e.nodeID, "listen", ws.addrString(), "grpc", addrString(grpcLn), "tls", e.tls != nil)
@@ -249,26 +250,12 @@ func addrString(l net.Listener) string {
 // idle devices, max session age) from one ticker.
 func (e *Edge) tickSessions(ctx context.Context) {
 	tick := min(time.Second, e.sess.HandshakeTimeout/4, e.sess.PingInterval/4)
-	every(ctx, max(tick, 10*time.Millisecond), func() {
+	lifecycle.Every(ctx, max(tick, 10*time.Millisecond), func() {
 		now := e.now()
 		for _, s := range e.snapshotSessions() {
 			s.tick(now)
 		}
 	})
-}
-
-// every calls f each period until ctx ends.
-func every(ctx context.Context, period time.Duration, f func()) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		f()
-	}
 }
 
 // Addr returns the WebSocket address, or nil before Run has bound it (or

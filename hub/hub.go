@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/hub/history"
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/lifecycle"
 	"github.com/corralhq/corral/internal/natsutil"
 	"github.com/corralhq/corral/internal/tlsconf"
 	"github.com/corralhq/corral/internal/wsserve"
@@ -310,7 +311,7 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	wg.Go(func() { h.tickSessions(ctx) })
 	h.ready.Store(true)
 	h.syncHealth()
-	wg.Go(func() { every(ctx, time.Second, h.syncHealth) })
+	wg.Go(func() { lifecycle.Every(ctx, time.Second, h.syncHealth) })
 	close(h.started)
 	startedClosed = true
 	h.log.Info("hub up", "node", h.nodeID, "listen", httpLn.Addr().String(), "grpc", addrString(grpcLn), "tls", h.tls != nil, "history", h.histCfg.Store)
@@ -349,7 +350,7 @@ func addrString(l net.Listener) string {
 
 // sweep forgets aged-out history and publish dedupe entries.
 func (h *Hub) sweep(ctx context.Context) {
-	every(ctx, max(h.histCfg.Window/4, time.Second), func() {
+	lifecycle.Every(ctx, max(h.histCfg.Window/4, time.Second), func() {
 		now := h.now()
 		h.store.Sweep(now)
 		h.dmu.Lock()
@@ -366,26 +367,12 @@ func (h *Hub) sweep(ctx context.Context) {
 // one ticker, a few times per shortest timeout.
 func (h *Hub) tickSessions(ctx context.Context) {
 	tick := min(time.Second, h.sess.HandshakeTimeout/4, h.sess.PingInterval/4)
-	every(ctx, max(tick, 10*time.Millisecond), func() {
+	lifecycle.Every(ctx, max(tick, 10*time.Millisecond), func() {
 		now := h.now()
 		for _, s := range h.snapshotSessions() {
 			s.tick(now)
 		}
 	})
-}
-
-// every calls f each period until ctx ends.
-func every(ctx context.Context, period time.Duration, f func()) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		f()
-	}
 }
 
 // Addr returns the HTTP (WebSocket and publish) address, or nil before Run

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/corralhq/corral/internal/lifecycle"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
 )
@@ -139,7 +140,7 @@ func (h *Hub) severLoop(ctx context.Context, tick time.Duration) {
 		return
 	}
 	i := 0
-	every(ctx, tick, func() {
+	lifecycle.Every(ctx, tick, func() {
 		if i%10 == 0 {
 			h.observeResources()
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corralhq/corral/backoff"
 	"github.com/corralhq/corral/hub/history"
+	"github.com/corralhq/corral/internal/lifecycle"
 	"github.com/corralhq/corral/internal/natsutil"
 )
 
@@ -148,7 +149,7 @@ func (h *Hub) probeHistory(ctx context.Context, store history.Store, period time
 	if !ok {
 		return
 	}
-	every(ctx, period, func() {
+	lifecycle.Every(ctx, period, func() {
 		pctx, cancel := context.WithTimeout(ctx, historyProbeTimeout)
 		err := c.Check(pctx)
 		cancel()

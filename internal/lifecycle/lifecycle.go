@@ -102,3 +102,20 @@ func Run(ctx context.Context, log *slog.Logger, grace time.Duration, parts ...Na
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// Every calls f each period until ctx ends, the first time one period
+// after the call; a call of f that outlasts a period delays the next
+// (ticks are dropped, not queued). It is the periodic loop of a server's
+// background work (health, dedupe windows, session timers, load samples).
+func Every(ctx context.Context, period time.Duration, f func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f()
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -131,4 +132,27 @@ func TestRunStopsTheFirstPartLast(t *testing.T) {
 	if !adm.wasShutdown() {
 		t.Error("the admin part was never shut down")
 	}
+}
+
+// TestEvery counts the calls of a 1 s period in a bubble: none at once,
+// one a second, none after ctx ends.
+func TestEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+		defer cancel()
+		calls := 0
+		start := time.Now()
+		Every(ctx, time.Second, func() {
+			calls++
+			if want := time.Duration(calls) * time.Second; time.Since(start) != want {
+				t.Errorf("call %d at %v, want %v", calls, time.Since(start), want)
+			}
+		})
+		if calls != 3 {
+			t.Fatalf("%d calls in 3.5 s of a 1 s period, want 3", calls)
+		}
+		if el := time.Since(start); el != 3500*time.Millisecond {
+			t.Fatalf("returned at %v, want when ctx ended (3.5s)", el)
+		}
+	})
 }
