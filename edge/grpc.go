@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/corralhq/corral/internal/sendwatch"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -96,35 +97,21 @@ type grpcDevice struct {
 	final  wire.Close // written before done is closed
 
 	// A Send blocks while the device does not read (flow control): the
-	// watchdog closes the session with 4000 when one has been blocked for
+	// watch closes the session with 4000 when one has been blocked for
 	// the write timeout.
-	s         atomic.Pointer[session]
-	timeout   time.Duration
-	sendStart atomic.Int64
-	watchdog  *time.Timer // writer goroutine only
+	s     atomic.Pointer[session]
+	watch sendwatch.Watch // Send from the writer goroutine only
 }
 
 func (d *grpcDevice) kind() string       { return "grpc" }
 func (d *grpcDevice) remoteAddr() string { return d.addr }
 
 func (d *grpcDevice) write(f *corralv1.ServerFrame) error {
-	d.sendStart.Store(time.Now().UnixNano())
-	if d.watchdog == nil {
-		d.watchdog = time.AfterFunc(d.timeout, d.stalled)
-	} else {
-		d.watchdog.Reset(d.timeout)
-	}
-	err := d.stream.Send(f)
-	d.sendStart.Store(0)
-	d.watchdog.Stop()
-	return err
+	return d.watch.Send(func() error { return d.stream.Send(f) })
 }
 
+// stalled runs when a Send is still blocked after the write timeout.
 func (d *grpcDevice) stalled() {
-	st := d.sendStart.Load()
-	if st == 0 || time.Since(time.Unix(0, st)) < d.timeout {
-		return
-	}
 	if s := d.s.Load(); s != nil {
 		s.close(wire.Close{Code: wire.CloseSlowConsumer, Text: "the device does not read"}, true)
 	}
@@ -160,7 +147,8 @@ func (g *grpcService) Connect(stream corralv1.Corral_ConnectServer) error {
 	if ra, refuse := e.refuseConnection(); refuse {
 		return grpcStatus(stream, wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "edge overloaded or draining"})
 	}
-	d := &grpcDevice{stream: stream, done: make(chan struct{}), timeout: e.sess.WriteTimeout}
+	d := &grpcDevice{stream: stream, done: make(chan struct{})}
+	d.watch.Timeout, d.watch.Stalled = e.sess.WriteTimeout, d.stalled
 	if p, ok := peer.FromContext(stream.Context()); ok && p.Addr != nil {
 		d.addr = p.Addr.String()
 	}

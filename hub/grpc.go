@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/corralhq/corral/internal/sendwatch"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -65,13 +66,10 @@ type grpcTransport struct {
 	final  wire.Close // written before done is closed
 
 	// A Send blocks while the peer does not read (flow control). The
-	// watchdog closes the session with 4000 when one has been blocked for
-	// the write timeout (then abort unblocks it); sendStart is the unix ns
-	// the current Send began, 0 between sends.
-	s         atomic.Pointer[session]
-	timeout   time.Duration
-	sendStart atomic.Int64
-	watchdog  *time.Timer // made by the first Send; writer goroutine only
+	// watch closes the session with 4000 when one has been blocked for
+	// the write timeout (then abort unblocks it).
+	s     atomic.Pointer[session]
+	watch sendwatch.Watch // Send from the writer goroutine only
 }
 
 func (t *grpcTransport) kind() string { return "grpc" }
@@ -81,25 +79,12 @@ func (t *grpcTransport) writeFrame(f *corralv1.ServerFrame) error { return t.sen
 func (t *grpcTransport) writeDelivery(d *delivery) error { return t.send(d.frame) }
 
 func (t *grpcTransport) send(f *corralv1.ServerFrame) error {
-	t.sendStart.Store(time.Now().UnixNano())
-	if t.watchdog == nil {
-		t.watchdog = time.AfterFunc(t.timeout, t.stalled)
-	} else {
-		t.watchdog.Reset(t.timeout)
-	}
-	err := t.stream.Send(f)
-	t.sendStart.Store(0)
-	t.watchdog.Stop()
-	return err
+	return t.watch.Send(func() error { return t.stream.Send(f) })
 }
 
-// stalled runs when the watchdog fires: if a Send is still blocked after
-// the write timeout, the peer reads nothing.
+// stalled runs when a Send is still blocked after the write timeout: the
+// peer reads nothing.
 func (t *grpcTransport) stalled() {
-	st := t.sendStart.Load()
-	if st == 0 || time.Since(time.Unix(0, st)) < t.timeout {
-		return // the Send finished (or a new one began) meanwhile
-	}
 	if s := t.s.Load(); s != nil {
 		s.close(wire.Close{Code: wire.CloseSlowConsumer, Text: "the peer does not read"}, true)
 	}
@@ -127,7 +112,8 @@ func (g *grpcService) Connect(stream corralv1.Corral_ConnectServer) error {
 	if h.draining.Load() {
 		return h.goAwayClose("hub draining").Status().Err()
 	}
-	t := &grpcTransport{stream: stream, done: make(chan struct{}), timeout: h.sess.WriteTimeout}
+	t := &grpcTransport{stream: stream, done: make(chan struct{})}
+	t.watch.Timeout, t.watch.Stalled = h.sess.WriteTimeout, t.stalled
 	s := h.newSession(t)
 	t.s.Store(s)
 	ctx := stream.Context()
