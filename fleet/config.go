@@ -90,8 +90,8 @@ func (c *Config) Validate() error {
 	if c.NATSMembers == 0 {
 		c.NATSMembers = 3
 	}
-	if c.NATSMembers < 1 || c.NATSMembers > 5 {
-		return fmt.Errorf("fleet: nats_members: %d, want 1 to 5", c.NATSMembers)
+	if c.NATSMembers < 3 || c.NATSMembers > 5 {
+		return fmt.Errorf("fleet: nats_members: %d, want 3 to 5 (the history is replicated 3 times)", c.NATSMembers)
 	}
 	if c.Zone == "" {
 		c.Zone = "corral.test"

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"encoding/binary"
 	"context"
 	"fmt"
 	"net"
@@ -34,6 +35,11 @@ type device struct {
 // dialDevice connects to the edge at rawURL, sends Hello with tok and
 // subs, and reads until Welcome.
 func dialDevice(rawURL, tok string, subs ...*corralv1.Subscribe) (*device, *corralv1.Welcome, error) {
+	return dialDeviceAt(rawURL, tok, corralv1.Priority_PRIORITY_P0, subs...)
+}
+
+// dialDeviceAt is dialDevice for a session of priority p.
+func dialDeviceAt(rawURL, tok string, p corralv1.Priority, subs ...*corralv1.Subscribe) (*device, *corralv1.Welcome, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, nil, err
@@ -50,7 +56,7 @@ func dialDevice(rawURL, tok string, subs ...*corralv1.Subscribe) (*device, *corr
 	}
 	d := &device{c: c, r: r}
 	hello := &corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
-		Token: tok, Priority: corralv1.Priority_PRIORITY_P0, Subscribe: subs,
+		Token: tok, Priority: p, Subscribe: subs,
 	}}}
 	if err := d.send(hello); err != nil {
 		c.Close()
@@ -90,7 +96,10 @@ func (d *device) next() (*corralv1.ServerFrame, error) {
 		}
 		switch op {
 		case 0x8:
-			return nil, fmt.Errorf("closed: % x", p)
+			if len(p) < 2 {
+				return nil, fmt.Errorf("closed: no code")
+			}
+			return nil, fmt.Errorf("closed: %d %s", binary.BigEndian.Uint16(p), p[2:])
 		case 0x2:
 			f := &corralv1.ServerFrame{}
 			if err := proto.Unmarshal(p, f); err != nil {

@@ -29,9 +29,10 @@ type Options struct {
 	// Logger receives every part's logs, each with a "part" attribute;
 	// nil discards them.
 	Logger *slog.Logger
-	// Hub, when set, changes each hub's configuration before it starts
-	// (i is the hub's index); tests use it to tune a bound.
-	Hub func(i int, c *hub.Config)
+	// Hub, when set, changes each hub's configuration and options before
+	// it starts (i is the hub's index); tests use it to tune a bound or
+	// hand a hub its own admission policy.
+	Hub func(i int, c *hub.Config, o *hub.Options)
 	// Edge, when set, changes each edge's configuration before it starts.
 	Edge func(i int, c *edge.Config)
 }
@@ -267,11 +268,12 @@ func (f *Fleet) startHub(i int) error {
 		APIKeys: []auth.APIKeyConfig{{Name: "fleet", Key: f.cfg.APIKey, Tenants: []string{"*"}}},
 	}
 	cfg.Relay.Keys = []hub.RelayKeyConfig{{Name: "fleet", Key: f.cfg.relayKey}}
-	if f.opts.Hub != nil {
-		f.opts.Hub(i, &cfg)
-	}
 	reg := prometheus.NewRegistry()
-	h, err := hub.New(cfg, hub.Options{Registerer: reg, Logger: f.log.With("part", name), NATS: nc.NC})
+	opts := hub.Options{Registerer: reg, Logger: f.log.With("part", name), NATS: nc.NC}
+	if f.opts.Hub != nil {
+		f.opts.Hub(i, &cfg, &opts)
+	}
+	h, err := hub.New(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("fleet: %s: %w", name, err)
 	}

@@ -158,6 +158,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no dot", Config{HubNet: "127.0.1"}, `fleet: hub_net "127.0.1": want three octets and a dot (127.0.1. for example)`},
 		{"unknown policy", Config{Policy: "roundrobin"}, "fleet: policy: "},
 		{"short secret", Config{Secret: "x"}, "fleet: secret: shorter than 32 bytes"},
+		{"one NATS member", Config{NATSMembers: 1}, "fleet: nats_members: 1, want 3 to 5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
