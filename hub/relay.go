@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/corralhq/corral/internal/sendwatch"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -240,11 +241,9 @@ type relayStream struct {
 	done chan struct{} // closed when the stream ends
 
 	// A Send blocks while the edge does not read (HTTP/2 flow control).
-	// The watchdog ends the stream when one has been blocked for the
-	// write timeout; sendStart is the unix ns the current Send began, 0
-	// between sends.
-	sendStart atomic.Int64
-	watchdog  *time.Timer // writer goroutine only
+	// The watch ends the stream when one has been blocked for the write
+	// timeout.
+	watch sendwatch.Watch // Send and Stop from the writer goroutine only
 
 	mu         sync.Mutex
 	room       sync.Cond // on mu: the reader waits here for room for a reply
@@ -267,6 +266,7 @@ func newRelayStream(h *Hub, stream corralv1.Corral_RelayServer) *relayStream {
 		sessions: make(map[uint64]*relayTransport),
 	}
 	rs.room.L = &rs.mu
+	rs.watch.Timeout, rs.watch.Stalled = h.sess.WriteTimeout, rs.stalled
 	return rs
 }
 
@@ -356,9 +356,7 @@ func (rs *relayStream) writeLoop() {
 		if rs.ended || (rs.finishing && len(rs.q) == 0) {
 			end := rs.end
 			rs.mu.Unlock()
-			if rs.watchdog != nil {
-				rs.watchdog.Stop()
-			}
+			rs.watch.Stop()
 			rs.fail(end, relayEndedClose)
 			return
 		}
@@ -395,26 +393,13 @@ func (rs *relayStream) writeLoop() {
 
 // send is one Send, watched for the write timeout.
 func (rs *relayStream) send(f *corralv1.RelayFrame) error {
-	rs.sendStart.Store(time.Now().UnixNano())
-	if rs.watchdog == nil {
-		rs.watchdog = time.AfterFunc(rs.h.sess.WriteTimeout, rs.stalled)
-	} else {
-		rs.watchdog.Reset(rs.h.sess.WriteTimeout)
-	}
-	err := rs.stream.Send(f)
-	rs.sendStart.Store(0)
-	rs.watchdog.Stop()
-	return err
+	return rs.watch.Send(func() error { return rs.stream.Send(f) })
 }
 
-// stalled runs when the watchdog fires: a Send blocked for the write
-// timeout means the edge reads nothing, and the stream ends (returning
-// from the handler cancels the stream, which unblocks the Send).
+// stalled runs when a Send has been blocked for the write timeout: the
+// edge reads nothing, and the stream ends (returning from the handler
+// cancels the stream, which unblocks the Send).
 func (rs *relayStream) stalled() {
-	st := rs.sendStart.Load()
-	if st == 0 || time.Since(time.Unix(0, st)) < rs.h.sess.WriteTimeout {
-		return
-	}
 	c := wire.Close{Code: wire.CloseSlowConsumer, Text: "the edge does not read the relay stream"}
 	rs.fail(c, c)
 }

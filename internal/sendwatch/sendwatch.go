@@ -49,3 +49,11 @@ func (w *Watch) fired() {
 	}
 	w.Stalled()
 }
+
+// Stop stops the timer of the last send, if any; call it from the writer
+// goroutine when it is done sending.
+func (w *Watch) Stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
