@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/corralhq/corral/internal/sessionrate"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -52,7 +53,7 @@ type session struct {
 	helloAt  atomic.Int64 // unix ns when Hello went upstream
 	state    atomic.Uint32
 	rank     int8
-	lim      rateLimits
+	lim      sessionrate.Buckets
 
 	up     *relayStream
 	tag    uint64
@@ -86,7 +87,7 @@ type pendingPublish struct {
 func (e *Edge) newSession(dev device) *session {
 	now := e.now()
 	s := &session{e: e, dev: dev, start: now.UnixNano(),
-		lim: rateLimits{frame: float32(e.sess.FrameBurst), pub: float32(e.sess.PublishBurst), at: now.UnixNano()}}
+		lim: sessionrate.Full(e.sess.rates(), now)}
 	s.lastRecv.Store(now.UnixNano())
 	if age := e.cfg.MaxSessionAge; age > 0 {
 		s.ageEnd = now.Add(jitterAge(age)).UnixNano()
@@ -98,30 +99,9 @@ func (e *Edge) newSession(dev device) *session {
 	return s
 }
 
-// rateLimits are the session's two token buckets (frames of any kind, and
-// publishes), as on the hub. Only the session's reader uses them.
-type rateLimits struct {
-	frame, pub float32
-	at         int64
-}
-
-func (l *rateLimits) refill(now time.Time, sc SessionConfig) {
-	t := now.UnixNano()
-	if t <= l.at {
-		return
-	}
-	dt := float64(t-l.at) / 1e9
-	l.frame = float32(min(float64(sc.FrameBurst), float64(l.frame)+sc.FrameRate*dt))
-	l.pub = float32(min(float64(sc.PublishBurst), float64(l.pub)+sc.PublishRate*dt))
-	l.at = t
-}
-
-func take(tokens *float32) bool {
-	if *tokens < 1 {
-		return false
-	}
-	*tokens--
-	return true
+// rates are the session's frame and publish rate limits.
+func (c SessionConfig) rates() sessionrate.Rates {
+	return sessionrate.Rates{FrameRate: c.FrameRate, FrameBurst: c.FrameBurst, PublishRate: c.PublishRate, PublishBurst: c.PublishBurst}
 }
 
 // tick runs the session's timers at now.
@@ -165,8 +145,7 @@ func (s *session) handle(f *corralv1.ClientFrame) {
 	e := s.e
 	now := e.now()
 	s.lastRecv.Store(now.UnixNano())
-	s.lim.refill(now, e.sess)
-	if !take(&s.lim.frame) {
+	if !s.lim.TakeFrame(now, e.sess.rates()) {
 		s.close(wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "too many frames"}, true)
 		return
 	}
@@ -302,8 +281,7 @@ func (s *session) subscribe(f *corralv1.ClientFrame, sub *corralv1.Subscribe) {
 
 func (s *session) publish(f *corralv1.ClientFrame) {
 	e := s.e
-	s.lim.refill(e.now(), e.sess)
-	if !take(&s.lim.pub) {
+	if !s.lim.TakePublish(e.now(), e.sess.rates()) {
 		s.reply(wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "publish rate exceeded"}.ErrorFrame(f.GetId()))
 		return
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/hub/history"
+	"github.com/corralhq/corral/internal/sessionrate"
 	"github.com/corralhq/corral/internal/wsserve"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -110,9 +111,9 @@ type session struct {
 	lastRecv  atomic.Int64 // unix nanoseconds of the last frame received
 	lastPing  atomic.Int64 // unix nanoseconds of the last Ping sent
 	helloDone atomic.Bool
-	rank      int8       // granted priority rank, 0 = P0
-	grant     *grant     // shared by sessions whose tokens grant the same
-	lim       rateLimits // read goroutine only
+	rank      int8                // granted priority rank, 0 = P0
+	grant     *grant              // shared by sessions whose tokens grant the same
+	lim       sessionrate.Buckets // read goroutine only
 
 	mu       sync.Mutex
 	space    *sync.Cond // made by the first waiter; signalled when the writer frees queue space or the session closes
@@ -151,7 +152,7 @@ func (h *Hub) newSession(tr transport) *session {
 	now := h.now()
 	s := &session{
 		h: h, seq: h.nextSessionSeq(), tr: tr, start: now.UnixNano(),
-		lim: rateLimits{frame: float32(sc.FrameBurst), pub: float32(sc.PublishBurst), at: now.UnixNano()},
+		lim: sessionrate.Full(sc.rates(), now),
 	}
 	s.lastRecv.Store(now.UnixNano())
 	h.metrics.sessionsOpened.WithLabelValues(tr.kind()).Inc()
@@ -197,34 +198,9 @@ func matchAny(patterns []string, ch string) bool {
 	return false
 }
 
-// rateLimits are the session's two token buckets (frames of any kind, and
-// publishes), refilled together from one timestamp so that an idle session
-// pays 16 bytes for both. Only the session's reader uses them; rates and
-// bursts come from the hub's configuration.
-type rateLimits struct {
-	frame, pub float32 // tokens
-	at         int64   // unix ns of the last refill
-}
-
-// refill adds the tokens earned since the last refill, up to the bursts.
-func (l *rateLimits) refill(now time.Time, sc SessionConfig) {
-	t := now.UnixNano()
-	if t <= l.at {
-		return
-	}
-	dt := float64(t-l.at) / 1e9
-	l.frame = float32(min(float64(sc.FrameBurst), float64(l.frame)+sc.FrameRate*dt))
-	l.pub = float32(min(float64(sc.PublishBurst), float64(l.pub)+sc.PublishRate*dt))
-	l.at = t
-}
-
-// take spends one token of a bucket if it has one.
-func take(tokens *float32) bool {
-	if *tokens < 1 {
-		return false
-	}
-	*tokens--
-	return true
+// rates are the session's frame and publish rate limits.
+func (c SessionConfig) rates() sessionrate.Rates {
+	return sessionrate.Rates{FrameRate: c.FrameRate, FrameBurst: c.FrameBurst, PublishRate: c.PublishRate, PublishBurst: c.PublishBurst}
 }
 
 // tick runs the session's timers at now: the handshake timeout before
@@ -260,8 +236,7 @@ func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
 	}
 	now := s.h.now()
 	s.lastRecv.Store(now.UnixNano())
-	s.lim.refill(now, s.h.sess)
-	if !take(&s.lim.frame) {
+	if !s.lim.TakeFrame(now, s.h.sess.rates()) {
 		s.close(wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "too many frames"}, true)
 		return
 	}
@@ -567,8 +542,7 @@ func (s *session) unsubscribe(id uint64, name string) {
 
 func (s *session) publish(ctx context.Context, id uint64, p *corralv1.Publish) {
 	h := s.h
-	s.lim.refill(h.now(), h.sess)
-	if !take(&s.lim.pub) {
+	if !s.lim.TakePublish(h.now(), h.sess.rates()) {
 		s.errorReply(id, wire.Close{Code: wire.CloseRateLimited, RetryAfter: time.Second, Text: "publish rate exceeded"})
 		return
 	}
