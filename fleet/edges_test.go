@@ -2,8 +2,8 @@ package fleet
 
 import (
 	"bufio"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/url"
