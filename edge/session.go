@@ -153,7 +153,7 @@ func (s *session) handle(f *corralv1.ClientFrame) {
 		s.close(wire.CloseOf(err), true)
 		return
 	}
-	typ := frameType(f)
+	typ := wire.FrameType(f)
 	e.metrics.framesIn.WithLabelValues(typ).Inc()
 	if s.state.Load() == stateNew {
 		if h := f.GetHello(); h != nil {
@@ -182,26 +182,6 @@ func (s *session) handle(f *corralv1.ClientFrame) {
 	case *corralv1.ClientFrame_Ack:
 		s.relay(f)
 	}
-}
-
-func frameType(f *corralv1.ClientFrame) string {
-	switch f.GetFrame().(type) {
-	case *corralv1.ClientFrame_Hello:
-		return "hello"
-	case *corralv1.ClientFrame_Subscribe:
-		return "subscribe"
-	case *corralv1.ClientFrame_Unsubscribe:
-		return "unsubscribe"
-	case *corralv1.ClientFrame_Publish:
-		return "publish"
-	case *corralv1.ClientFrame_Ack:
-		return "ack"
-	case *corralv1.ClientFrame_Ping:
-		return "ping"
-	case *corralv1.ClientFrame_Pong:
-		return "pong"
-	}
-	return "empty"
 }
 
 // hello admits the session, strips the subscriptions beyond the bound,

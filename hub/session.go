@@ -244,7 +244,7 @@ func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
 		s.close(wire.CloseOf(err), true)
 		return
 	}
-	typ := frameType(f)
+	typ := wire.FrameType(f)
 	s.h.metrics.framesIn.WithLabelValues(typ).Inc()
 	if !s.helloDone.Load() {
 		if h := f.GetHello(); h != nil {
@@ -271,26 +271,6 @@ func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
 		s.reply(&corralv1.ServerFrame{Id: f.GetId(), Frame: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{Payload: fr.Ping.GetPayload()}}})
 	case *corralv1.ClientFrame_Pong:
 	}
-}
-
-func frameType(f *corralv1.ClientFrame) string {
-	switch f.GetFrame().(type) {
-	case *corralv1.ClientFrame_Hello:
-		return "hello"
-	case *corralv1.ClientFrame_Subscribe:
-		return "subscribe"
-	case *corralv1.ClientFrame_Unsubscribe:
-		return "unsubscribe"
-	case *corralv1.ClientFrame_Publish:
-		return "publish"
-	case *corralv1.ClientFrame_Ack:
-		return "ack"
-	case *corralv1.ClientFrame_Ping:
-		return "ping"
-	case *corralv1.ClientFrame_Pong:
-		return "pong"
-	}
-	return "empty"
 }
 
 func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {

@@ -88,3 +88,26 @@ func CloseFromRelay(rc *corralv1.RelayClose) Close {
 	}
 	return c
 }
+
+// FrameType names the kind of a client frame ("hello", "subscribe",
+// "unsubscribe", "publish", "ack", "ping", "pong"; "empty" when none is
+// set): the label servers count received frames by.
+func FrameType(f *corralv1.ClientFrame) string {
+	switch f.GetFrame().(type) {
+	case *corralv1.ClientFrame_Hello:
+		return "hello"
+	case *corralv1.ClientFrame_Subscribe:
+		return "subscribe"
+	case *corralv1.ClientFrame_Unsubscribe:
+		return "unsubscribe"
+	case *corralv1.ClientFrame_Publish:
+		return "publish"
+	case *corralv1.ClientFrame_Ack:
+		return "ack"
+	case *corralv1.ClientFrame_Ping:
+		return "ping"
+	case *corralv1.ClientFrame_Pong:
+		return "pong"
+	}
+	return "empty"
+}

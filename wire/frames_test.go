@@ -57,3 +57,23 @@ func TestRelayClose(t *testing.T) {
 		}
 	}
 }
+
+func TestFrameType(t *testing.T) {
+	for _, tc := range []struct {
+		f    *corralv1.ClientFrame
+		want string
+	}{
+		{&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Hello{}}, "hello"},
+		{&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Subscribe{}}, "subscribe"},
+		{&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Unsubscribe{}}, "unsubscribe"},
+		{&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Publish{}}, "publish"},
+		{&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Ack{}}, "ack"},
+		{&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Ping{}}, "ping"},
+		{&corralv1.ClientFrame{Frame: &corralv1.ClientFrame_Pong{}}, "pong"},
+		{&corralv1.ClientFrame{}, "empty"},
+	} {
+		if got := FrameType(tc.f); got != tc.want {
+			t.Errorf("FrameType(%T) = %q, want %q", tc.f.GetFrame(), got, tc.want)
+		}
+	}
+}
