@@ -1,8 +1,10 @@
 // Package fleet runs a whole corral fabric on one machine, in process: a
 // NATS cluster (embedded nats-servers joined by routes, clustered
-// JetStream), `authdns` serving the origin name, and hubs on their own
-// loopback addresses sharing history over JetStream. It is what `corral up`
-// will run and what the fabric's end-to-end tests build on.
+// JetStream), `authdns` serving the origin name, hubs on their own
+// loopback addresses sharing history over JetStream, and edges that
+// resolve the origin name and relay their devices to the hubs. The
+// fabric's end-to-end tests build on it; so is a one-command local fabric
+// (not written yet).
 //
 // Parts run in process because that is the simplest way to start, watch
 // and stop them together; a part that must be killed as a process would
