@@ -2,14 +2,9 @@ package client_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
 	"net"
 	"net/netip"
 	"strings"
@@ -17,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/client"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // tlsProxy terminates TLS for the name hub.corral.test (ALPN h2 and
@@ -24,24 +20,9 @@ import (
 // pool that trusts its certificate.
 func tlsProxy(t *testing.T, to string) (string, *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hub.corral.test"}, DNSNames: []string{"hub.corral.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
+	crt, pool := testkit.SelfSignedCert(t, "hub.corral.test")
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		Certificates: []tls.Certificate{crt},
 		NextProtos:   []string{"h2", "http/1.1"},
 	})
 	if err != nil {
