@@ -9,7 +9,9 @@
 # regular expression, keeps the targets whose "package Target" matches.
 # Extra arguments go to each `go test` (for example -parallel=1). A failure
 # whose written input passes when run again as a plain test (a fuzz worker
-# that died) is reported as a warning, and the input is not kept.
+# that died) is reported as a warning, and the input is not kept; so is a
+# run that ends in "context deadline exceeded" having written no input (Go's
+# own -fuzztime race before Go 1.27, go.dev/issue/75804).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,12 +54,21 @@ for t in "${targets[@]}"; do
 	echo "scripts/fuzz.sh: $name in $pkg for $fuzztime"
 	dir=$(go list -f '{{.Dir}}' "$pkg")/testdata/fuzz/$name
 	before=$(ls "$dir" 2>/dev/null || true)
-	if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$@" "$pkg"; then
+	out=$(mktemp)
+	if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$@" "$pkg" 2>&1 | tee "$out"; then
 		# A failure counts when its input fails again as a plain test. A
 		# fuzz worker that died ("hung or terminated unexpectedly") leaves
 		# an input that may not reproduce: that is reported, not failed.
 		fresh=$(comm -13 <(echo "$before") <(ls "$dir" 2>/dev/null || true) | head -1)
-		if [ -n "$fresh" ] && go test -run "^${name}\$/^${fresh}\$" "$pkg" >/dev/null 2>&1; then
+		if [ -z "$fresh" ] && grep -q '^    context deadline exceeded$' "$out"; then
+			# Go's fuzz coordinator before Go 1.27 can report its own
+			# -fuzztime deadline as a failure (go.dev/issue/75804: the
+			# parent context is done before the workers' child context,
+			# and stop() compares against the child). No input is written
+			# because no input failed. CI failed on it twice (scenario
+			# FuzzDecode, 2026-12-01).
+			echo "scripts/fuzz.sh: WARNING: $name in $pkg ended with 'context deadline exceeded' and wrote no input: Go's fuzztime race (go.dev/issue/75804), not a failure" >&2
+		elif [ -n "$fresh" ] && go test -run "^${name}\$/^${fresh}\$" "$pkg" >/dev/null 2>&1; then
 			echo "scripts/fuzz.sh: WARNING: $name in $pkg stopped on input $fresh, which passes when run again; kept out of testdata (the worker died, the input does not reproduce)" >&2
 			rm -f "$dir/$fresh"
 		else
@@ -65,6 +76,7 @@ for t in "${targets[@]}"; do
 			exit 1
 		fi
 	fi
+	rm -f "$out"
 	ran=$((ran + 1))
 done
 echo "scripts/fuzz.sh: $ran fuzz targets ran for $fuzztime each without a failure"
