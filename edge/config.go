@@ -18,8 +18,8 @@ import (
 // its default.
 type Config struct {
 	// Listen is the device WebSocket address (GET /v1/ws, the subprotocols
-	// of wire). Port 0 picks a free port. Empty serves no WebSocket (it must
-	// be empty with tls: the WebSocket listener serves plaintext only).
+	// of wire), wss with tls. Port 0 picks a free port. Empty serves no
+	// WebSocket.
 	Listen string `yaml:"listen"`
 	// GRPCListen is the device gRPC address (Corral.Connect). Empty serves
 	// no gRPC.
@@ -27,10 +27,9 @@ type Config struct {
 	// NodeID names this edge in logs and in Welcome's node_id, which reads
 	// "<edge node id>/<hub node id>". Default: host name and process id.
 	NodeID string `yaml:"node_id"`
-	// TLS terminates TLS on the device gRPC listener (grpcs) when
+	// TLS terminates TLS on both device listeners (wss and grpcs) when
 	// cert_file and key_file are set; the zero value serves plaintext (for
-	// loopback tests). WebSocket over TLS (wss) is not served yet: with
-	// tls, listen must be empty.
+	// loopback tests).
 	TLS TLSConfig `yaml:"tls"`
 	// Admin is the admin listener (metrics, healthz, readyz, pprof) that
 	// `corral edge` runs beside the edge; an edge embedded in another
@@ -236,9 +235,6 @@ func (c *Config) Validate() error {
 	}
 	if err := c.TLS.tlsconf().Validate(); err != nil {
 		return config.Field("tls", err)
-	}
-	if c.TLS.tlsconf().Enabled() && c.Listen != "" {
-		return config.Errorf("listen", "edge: the WebSocket listener does not serve TLS yet: with tls, set listen to \"\" (devices use grpcs://) or terminate wss in front of the edge")
 	}
 	if err := (admin.Config{Addr: c.Admin.Addr}).Validate(); err != nil {
 		return config.Field("admin.addr", err)

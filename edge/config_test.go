@@ -16,8 +16,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		key  string
 	}{
 		{"no listener", func(c *Config) { c.Listen, c.GRPCListen = "", "" }, "listen"},
-		{"tls with the WebSocket listener", func(c *Config) { c.TLS.CertFile, c.TLS.KeyFile = "c.pem", "k.pem" }, "listen"},
-		{"tls without a key", func(c *Config) { c.Listen, c.TLS.CertFile = "", "c.pem" }, "tls.key_file"},
+		{"tls without a key", func(c *Config) { c.TLS.CertFile = "c.pem" }, "tls.key_file"},
+		{"tls with a bad min_version", func(c *Config) { c.TLS.CertFile, c.TLS.KeyFile, c.TLS.MinVersion = "c.pem", "k.pem", "1.1" }, "tls.min_version"},
 		{"bad grpc_listen", func(c *Config) { c.GRPCListen = "nope" }, "grpc_listen"},
 		{"no origins", func(c *Config) { c.Origins.Static = nil }, "origins"},
 		{"no relay key", func(c *Config) { c.Relay.Key = "" }, "relay.key"},

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/lifecycle"
 	"github.com/corralhq/corral/internal/tlsconf"
 	"github.com/corralhq/corral/internal/wsserve"
@@ -167,7 +168,7 @@ func (e *Edge) run(ctx context.Context) (err error) {
 
 	if e.tls != nil {
 		if err := e.tls.Load(); err != nil {
-			return fmt.Errorf("edge: %w", err)
+			return config.Field("tls", err) // "tls.key_file: tlsconf: ..." with the files
 		}
 		wg.Go(func() { _ = e.tls.Run(ctx) })
 	}

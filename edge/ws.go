@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"time"
@@ -14,7 +15,10 @@ import (
 // The device WebSocket listener, on internal/wsserve (the hub's nbio
 // server): GET /v1/ws with the subprotocols of wire; an idle session holds
 // no goroutine. An upgrade the edge refuses (draining, or the lifeboat
-// stage) is answered 503 with Retry-After.
+// stage) is answered 503 with Retry-After. With tls the listener serves
+// wss (and HTTPS for other paths) from the same certificate and ticket
+// keys as the gRPC listener; wsserve's tls.go says what a wss connection
+// costs beyond a plain one.
 
 // wsCloseLinger is how long a close waits, once the device has the close
 // frame, for the device's own close frame (the hub's close_timeout).
@@ -33,12 +37,22 @@ func (e *Edge) newWSServer() (*wsServer, error) {
 	srv, err := wsserve.New(wsserve.Config{
 		Path: "/v1/ws", Subprotocols: wire.Subprotocols(), MaxFrameBytes: e.check.Config().MaxFrameBytes,
 		HandshakeTimeout: e.sess.HandshakeTimeout, WriteTimeout: e.sess.WriteTimeout, Workers: e.workers,
+		TLS: e.wsTLS(), // nil: plaintext
 	}, wsHandler{e: e}, nil)
 	if err != nil {
 		return nil, err
 	}
 	w.srv = srv
 	return w, nil
+}
+
+// wsTLS is the TLS configuration of the WebSocket listener, nil without
+// tls.
+func (e *Edge) wsTLS() *tls.Config {
+	if e.tls == nil {
+		return nil
+	}
+	return e.tls.ServerConfig("http/1.1")
 }
 
 // start binds addr and serves it.
