@@ -45,9 +45,11 @@ type Scenario struct {
 	Sweep      Sweep      `yaml:"sweep"`
 	Sim        SimOptions `yaml:"sim"`
 
-	// src and data are the file's name and bytes, for Locate.
+	// src and data are the file's name and bytes, for Locate; set holds
+	// the key paths the file sets (see WithDefaults).
 	src  string
 	data []byte
+	set  map[string]bool
 }
 
 // Population says how many devices there are and how they divide.
@@ -238,7 +240,9 @@ func Decode(name string, data []byte) (sc *Scenario, err error) {
 	if err := rejectOutcomes(name, data); err != nil {
 		return nil, err
 	}
-	var s Scenario
+	// The keys the file sets are known before config.Decode validates, so
+	// that an explicit zero is validated as given, not as its default.
+	s := Scenario{set: keysSet(data)}
 	if err := config.Decode(name, data, &s, config.Options{}); err != nil {
 		return nil, decodeError{err}
 	}

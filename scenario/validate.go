@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -30,50 +29,52 @@ var (
 	algorithms    = []string{"gradient", "vegas", "aimd", "fixed"}
 )
 
-// WithDefaults fills every zero field that has a default (see the field
-// documentation). It is idempotent.
+// WithDefaults fills every absent field that has a default (see the field
+// documentation). A key the file sets keeps its value, zero included: only
+// a key the file leaves out takes its default, and Validate refuses an
+// explicit zero that is not usable. On a Scenario built in code (not read
+// by Load or Decode) every zero field counts as absent. It is idempotent.
 func (s *Scenario) WithDefaults() {
-	s.Seed = cmp.Or(s.Seed, 1)
-	s.Step = cmp.Or(s.Step, time.Second)
-	s.Scale = cmp.Or(s.Scale, 1)
+	orDefault(s, "seed", &s.Seed, 1)
+	orDefault(s, "step", &s.Step, time.Second)
+	orDefault(s, "scale", &s.Scale, 1)
 	p := &s.Population
-	p.Protocol = cmp.Or(p.Protocol, "grpc")
-	if len(p.Priorities) == 0 {
+	orDefault(s, "population.protocol", &p.Protocol, "grpc")
+	if len(p.Priorities) == 0 && !s.has("population.priorities") {
 		p.Priorities = []Priority{{Name: "P0", Share: 1}}
 	}
-	p.Tenants = cmp.Or(p.Tenants, 1)
-	p.Channels = cmp.Or(p.Channels, 1)
+	orDefault(s, "population.tenants", &p.Tenants, 1)
+	orDefault(s, "population.channels", &p.Channels, 1)
 	for i := range s.Traffic.MassClose {
-		s.Traffic.MassClose[i].Origins = cmp.Or(s.Traffic.MassClose[i].Origins, 1)
+		orDefault(s, fmt.Sprintf("traffic.mass_close[%d].origins", i), &s.Traffic.MassClose[i].Origins, 1)
 	}
 	g := &s.Geography
-	g.PoPs = cmp.Or(g.PoPs, 1)
-	g.Distribution = cmp.Or(g.Distribution, "zipf")
-	g.ZipfExponent = cmp.Or(g.ZipfExponent, 1)
-	g.HostsPerPoP = cmp.Or(g.HostsPerPoP, 1)
-	g.HostsPerResolver = cmp.Or(g.HostsPerResolver, g.HostsPerPoP)
+	orDefault(s, "geography.pops", &g.PoPs, 1)
+	orDefault(s, "geography.distribution", &g.Distribution, "zipf")
+	orDefault(s, "geography.zipf_exponent", &g.ZipfExponent, 1)
+	orDefault(s, "geography.hosts_per_pop", &g.HostsPerPoP, 1)
+	orDefault(s, "geography.hosts_per_resolver", &g.HostsPerResolver, g.HostsPerPoP)
 	d := &s.DNS
-	d.TTL = cmp.Or(d.TTL, 60*time.Second)
-	d.MaxAnswers = cmp.Or(d.MaxAnswers, 8)
-	d.HealthCheck.Interval = cmp.Or(d.HealthCheck.Interval, 10*time.Second)
-	d.HealthCheck.Threshold = cmp.Or(d.HealthCheck.Threshold, 3)
-	s.Edge.Pick = cmp.Or(s.Edge.Pick, "first")
+	orDefault(s, "dns.ttl", &d.TTL, 60*time.Second)
+	orDefault(s, "dns.max_answers", &d.MaxAnswers, 8)
+	orDefault(s, "dns.health_check.interval", &d.HealthCheck.Interval, 10*time.Second)
+	orDefault(s, "dns.health_check.threshold", &d.HealthCheck.Threshold, 3)
+	orDefault(s, "edge.pick", &s.Edge.Pick, "first")
 	for i := range s.Origins {
 		o := &s.Origins[i]
-		o.Count = cmp.Or(o.Count, 1)
-		o.Weight = cmp.Or(o.Weight, 1)
-		o.HandshakeLatency = cmp.Or(o.HandshakeLatency, 50*time.Millisecond)
-		if o.Name == "" {
-			o.Name = fmt.Sprintf("origin%d", i+1)
-		}
+		path := fmt.Sprintf("origins[%d].", i)
+		orDefault(s, path+"count", &o.Count, 1)
+		orDefault(s, path+"weight", &o.Weight, 1)
+		orDefault(s, path+"handshake_latency", &o.HandshakeLatency, 50*time.Millisecond)
+		orDefault(s, path+"name", &o.Name, fmt.Sprintf("origin%d", i+1))
 	}
-	s.Overload.Mode = cmp.Or(s.Overload.Mode, "errors")
-	s.Overload.Algorithm = cmp.Or(s.Overload.Algorithm, "gradient")
-	s.Overload.RetryAfter = cmp.Or(s.Overload.RetryAfter, 5*time.Second)
-	s.Overload.Target = cmp.Or(s.Overload.Target, 250*time.Millisecond)
-	s.Client.ConnectTimeout = cmp.Or(s.Client.ConnectTimeout, 10*time.Second)
-	s.Client.CatchupRequests = cmp.Or(s.Client.CatchupRequests, 1)
-	s.Sim.Quantiles = cmp.Or(s.Sim.Quantiles, 64)
+	orDefault(s, "overload.mode", &s.Overload.Mode, "errors")
+	orDefault(s, "overload.algorithm", &s.Overload.Algorithm, "gradient")
+	orDefault(s, "overload.retry_after", &s.Overload.RetryAfter, 5*time.Second)
+	orDefault(s, "overload.target", &s.Overload.Target, 250*time.Millisecond)
+	orDefault(s, "client.connect_timeout", &s.Client.ConnectTimeout, 10*time.Second)
+	orDefault(s, "client.catchup_requests", &s.Client.CatchupRequests, 1)
+	orDefault(s, "sim.quantiles", &s.Sim.Quantiles, 64)
 }
 
 // Validate reports every bad value of s, with the key path of each (so
@@ -118,7 +119,9 @@ func (s *Scenario) Validate() error {
 		}
 		sum += pr.Share
 	}
-	if math.Abs(sum-1) > 1e-9 {
+	if len(p.Priorities) == 0 {
+		bad("population.priorities", "needs at least one class (remove the key for one class P0)")
+	} else if math.Abs(sum-1) > 1e-9 {
 		bad("population.priorities", "shares add up to %v, want 1", sum)
 	}
 	if p.Tenants < 1 || p.Tenants > 100_000 {
@@ -150,19 +153,23 @@ func (s *Scenario) Validate() error {
 	}
 	for i, o := range c.Origins {
 		o.validate(bad, fmt.Sprintf("origins[%d]", i))
+		if o.Name == "" {
+			bad(fmt.Sprintf("origins[%d].name", i), "must not be empty (remove the key for origin%d)", i+1)
+		}
 		regions[o.Region] = true
 	}
 	oneOf(&errs, "overload.mode", c.Overload.Mode, modes)
 	oneOf(&errs, "overload.algorithm", c.Overload.Algorithm, algorithms)
-	if c.Overload.RetryAfter < 0 {
-		bad("overload.retry_after", "must not be negative")
+	if c.Overload.RetryAfter <= 0 {
+		bad("overload.retry_after", "must be positive (the least retry-after hint), got %v", c.Overload.RetryAfter)
 	}
-	if c.Overload.Target < 0 {
-		bad("overload.target", "must not be negative")
+	if c.Overload.Target <= 0 {
+		bad("overload.target", "must be positive (the handshake latency the shedder holds to), got %v", c.Overload.Target)
 	}
 	if err := c.Client.Backoff.Validate(); err != nil {
 		bad("client.backoff", "%s", strings.TrimPrefix(err.Error(), "backoff: "))
 	}
+	c.explicitZeroBackoff(bad)
 	if c.Client.ConnectTimeout <= 0 {
 		bad("client.connect_timeout", "must be positive")
 	}
