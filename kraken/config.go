@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net/netip"
 	"net/url"
+	"slices"
 	"time"
+
+	"github.com/corralhq/corral/scenario"
 )
 
 // Config is where and how a run drives its devices: the target, the
@@ -93,13 +96,17 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports every bad field of c.
-func (c Config) Validate() error {
+func (c Config) Validate() error { return c.validate(true) }
+
+// validate is Validate; targets false leaves the targets to the plan (they
+// came from the scenario file, whose refusals name their lines).
+func (c Config) validate(targets bool) error {
 	var errs []error
 	if len(c.Targets) == 0 {
-		errs = append(errs, errors.New("kraken: no target: give at least one ws:// URL"))
+		errs = append(errs, errors.New("kraken: no target: give at least one ws:// URL (--target, or target.urls in the scenario)"))
 	}
 	for _, t := range c.Targets {
-		if _, err := parseTarget(t); err != nil {
+		if _, err := parseTarget(t); err != nil && targets {
 			errs = append(errs, err)
 		}
 	}
@@ -120,6 +127,20 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// withTarget fills the targets and the resolver from the scenario's
+// target where c gives none (a --target given overrides the file's URLs, a
+// --resolver its resolver); fromFile reports that the targets are the
+// file's.
+func (c Config) withTarget(sc *scenario.Scenario) (_ Config, fromFile bool) {
+	if len(c.Targets) == 0 && len(sc.Target.URLs) > 0 {
+		c.Targets, fromFile = slices.Clone(sc.Target.URLs), true
+	}
+	if c.Resolver == "" && c.Resolve == nil {
+		c.Resolver = sc.Target.Resolver
+	}
+	return c, fromFile
 }
 
 // target is one parsed target URL.

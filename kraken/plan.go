@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/backoff"
@@ -56,8 +57,9 @@ func scaled(n int64, scale float64) int { return int(math.Round(float64(n) * sca
 
 // newPlan checks that kraken can run every key of sc as it is set, and
 // builds the plan. A key it cannot run yet is refused with its file and
-// line: never started, never ignored.
-func newPlan(sc *scenario.Scenario, cfg Config) (*plan, error) {
+// line: never started, never ignored. fileTargets says cfg's targets
+// are the scenario's target.urls (a bad one is refused with its line).
+func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool) (*plan, error) {
 	c := *sc
 	c.WithDefaults()
 	if err := c.Validate(); err != nil {
@@ -66,6 +68,13 @@ func newPlan(sc *scenario.Scenario, cfg Config) (*plan, error) {
 	var errs []error
 	refuse := func(path, format string, args ...any) {
 		errs = append(errs, scenario.Errorf(path, format, args...))
+	}
+	if fileTargets {
+		for i, u := range cfg.Targets {
+			if _, err := parseTarget(u); err != nil {
+				refuse(fmt.Sprintf("target.urls[%d]", i), "%s", strings.TrimPrefix(err.Error(), "kraken: "))
+			}
+		}
 	}
 	p := c.Population
 	if p.Protocol != "websocket" {

@@ -84,6 +84,34 @@ func TestBadScenarioRefusedBeforeAnything(t *testing.T) {
 	}
 }
 
+// TestScenarioTargetRefusedWithItsLine: a target of the scenario file
+// kraken cannot drive is named with its line; --target overrides the
+// file's.
+func TestScenarioTargetRefusedWithItsLine(t *testing.T) {
+	sc := loadScenario(t, "target.yaml", `
+name: target
+duration: 1s
+population: {devices: 1, protocol: websocket}
+dns: {policy: multivalue}
+origins: [{name: hub, headroom: 2, max_new_per_second: 100}]
+target:
+  urls:
+    - ws://127.0.0.1:1/v1/ws
+    - wss://127.0.0.1:2/v1/ws
+`)
+	_, err := New(sc, Config{Token: testToken(testSecret)})
+	if err == nil || !strings.Contains(err.Error(), "target.yaml:9:7: target.urls[1]: target \"wss://127.0.0.1:2/v1/ws\": wss (TLS) is not run yet") {
+		t.Errorf("New = %v, want the wss URL refused with its line", err)
+	}
+	k, err := New(sc, Config{Token: testToken(testSecret), Targets: []string{"ws://127.0.0.1:3/v1/ws"}})
+	if err != nil {
+		t.Fatalf("--target did not override the file's target: %v", err)
+	}
+	if got := k.cfg.Targets; len(got) != 1 || got[0] != "ws://127.0.0.1:3/v1/ws" {
+		t.Errorf("targets %v, want the one given", got)
+	}
+}
+
 // TestConfigRefused: a bad target, no token source, a bad publish URL or
 // source range are refused by New.
 func TestConfigRefused(t *testing.T) {

@@ -31,11 +31,12 @@ type Kraken struct {
 // is an error naming the key with its file and line; nothing has started
 // then.
 func New(sc *scenario.Scenario, cfg Config) (*Kraken, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg, fileTargets := cfg.withTarget(sc)
+	if err := cfg.validate(!fileTargets); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	pl, err := newPlan(sc, cfg)
+	pl, err := newPlan(sc, cfg, fileTargets)
 	if err != nil {
 		return nil, err
 	}

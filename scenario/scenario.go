@@ -34,6 +34,7 @@ type Scenario struct {
 	Scale float64 `yaml:"scale"`
 
 	Population Population `yaml:"population"`
+	Target     Target     `yaml:"target"`
 	Geography  Geography  `yaml:"geography"`
 	DNS        DNS        `yaml:"dns"`
 	Edge       Edge       `yaml:"edge"`

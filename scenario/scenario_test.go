@@ -65,6 +65,13 @@ func TestDecodeErrorsNameLineAndKey(t *testing.T) {
 		{"channels", func(s string) string {
 			return strings.Replace(s, "  initial: 500\n", "  initial: 500\n  channels: 500\n", 1)
 		}, []string{"t.yaml:6:", "population.channels", "must be in [1, 128]"}},
+		{"target not a WebSocket URL", func(s string) string {
+			return s + "target:\n  urls:\n    - ws://origin.corral.test:7400/v1/ws\n    - http://127.0.1.1:7400\n"
+		}, []string{"t.yaml:16:", "target.urls[1]", "want ws://host:port"}},
+		{"target without a port", func(s string) string { return s + "target: {urls: [ws://origin.corral.test/v1/ws]}\n" }, []string{"t.yaml:13:", "target.urls[0]"}},
+		{"target resolver", func(s string) string {
+			return s + "target:\n  urls: [ws://origin.corral.test:7400]\n  resolver: localhost\n"
+		}, []string{"t.yaml:15:", "target.resolver", "want ip:port"}},
 		{"priority shares", func(s string) string {
 			return strings.Replace(s, "  initial: 500\n", "  initial: 500\n  priorities: [{name: P0, share: 0.5}, {name: P1, share: 0.4}]\n", 1)
 		}, []string{"population.priorities", "add up to 0.9"}},
@@ -189,5 +196,17 @@ func TestLocateNamesTheLine(t *testing.T) {
 	}
 	if (&Scenario{}).Locate(nil) != nil {
 		t.Error("Locate(nil) is not nil")
+	}
+}
+
+// TestTargetDecodes: a target of names through a resolver, or of
+// addresses, decodes as written.
+func TestTargetDecodes(t *testing.T) {
+	s, err := Decode("t.yaml", []byte(minimal+"target:\n  urls: [ws://origin.corral.test:7400/v1/ws, wss://127.0.1.2:7443]\n  resolver: 127.0.0.1:5353\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Target.URLs) != 2 || s.Target.URLs[1] != "wss://127.0.1.2:7443" || s.Target.Resolver != "127.0.0.1:5353" {
+		t.Errorf("target %+v", s.Target)
 	}
 }

@@ -144,6 +144,7 @@ func (s *Scenario) Validate() error {
 	if p.Devices > 0 && total > p.Devices {
 		bad("population.devices", "%d is below initial plus arrivals (%d)", p.Devices, total)
 	}
+	c.Target.validate(bad)
 	c.Geography.validate(bad)
 	c.DNS.validate(bad, len(c.Origins))
 	oneOf(&errs, "edge.pick", c.Edge.Pick, picks)

@@ -46,14 +46,15 @@ func newKrakenCmd(g *globals) *cobra.Command {
 func newKrakenRunCmd(g *globals) *cobra.Command {
 	var f krakenFlags
 	cmd := &cobra.Command{
-		Use:   "run SCENARIO.yaml --target ws://HOST:PORT/v1/ws --secret-env VAR",
+		Use:   "run SCENARIO.yaml [--target ws://HOST:PORT/v1/ws] --secret-env VAR",
 		Short: "Run a scenario's devices against a real fleet and measure how it takes them back",
 		Long: `kraken run drives the devices of a scenario file (the format corral sim
-runs) as real WebSocket sessions against --target: warm-up of the initial
-devices, arrivals at their rate, publishes through --publish, drops of a
-share of the sessions and server-side mass closes (--drain-pid: SIGTERM to
-a hub process, whose drain closes its sessions with a retry hint), until
-duration or a stop condition. A key it cannot run yet is refused with its
+runs) as real WebSocket sessions against the scenario's target (target.urls,
+resolved through target.resolver; --target and --resolver override them):
+warm-up of the initial devices, arrivals at their rate, publishes through
+--publish, drops of a share of the sessions and server-side mass closes
+(--drain-pid: SIGTERM to a hub process, whose drain closes its sessions
+with a retry hint), until duration or a stop condition. A key it cannot run yet is refused with its
 file and line before anything starts.
 
 Session tokens are minted for tenants t0, t1, ... with the HMAC secret of
@@ -69,8 +70,8 @@ kraken/README.md) to stdout, or to --out FILE.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringArrayVar(&f.targets, "target", nil, "ws:// URL of the fleet (repeatable); a host name stands for every address it resolves to")
-	fl.StringVar(&f.resolver, "resolver", "", "ip:port of the DNS server resolving target names (default: the system resolver)")
+	fl.StringArrayVar(&f.targets, "target", nil, "ws:// URL of the fleet (repeatable; overrides the scenario's target.urls); a host name stands for every address it resolves to")
+	fl.StringVar(&f.resolver, "resolver", "", "ip:port of the DNS server resolving target names (default: the scenario's target.resolver, else the system resolver)")
 	fl.StringVar(&f.publish, "publish", "", "http://host:port of a hub's publish API (needed by traffic.publish)")
 	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the publish API key")
 	fl.StringVar(&f.secretEnv, "secret-env", "", "environment variable holding the HMAC secret of session tokens (required)")

@@ -18,14 +18,16 @@ traffic:
 stop: {on_recovery: true}
 `
 
-// TestKrakenRun: corral kraken run holds 20 sessions on a corral hub,
-// drops half of them and prints a JSON result in which all 10 are back.
+// TestKrakenRun: corral kraken run holds 20 sessions on a corral hub
+// named by the scenario's target, drops half of them and prints a JSON
+// result in which all 10 are back.
 func TestKrakenRun(t *testing.T) {
 	h := startExampleHub(t, "", t.TempDir())
 	defer h.stop(t)
 	t.Setenv("CORRAL_DEV_SECRET", exampleSecret)
-	code, out, errOut := corral(t, "kraken", "run", writeScenario(t, krakenScenario),
-		"--target", "ws://"+h.addr+"/v1/ws", "--secret-env", "CORRAL_DEV_SECRET", "--kid", "dev")
+	// The target is the scenario's own (target.urls): no --target.
+	sc := krakenScenario + "target: {urls: [\"ws://" + h.addr + "/v1/ws\"]}\n"
+	code, out, errOut := corral(t, "kraken", "run", writeScenario(t, sc), "--secret-env", "CORRAL_DEV_SECRET", "--kid", "dev")
 	if code != 0 {
 		t.Fatalf("kraken run: exit %d, stderr %s", code, errOut)
 	}
