@@ -26,6 +26,7 @@ func commands() []func(*globals) *cobra.Command {
 		newTokenCmd,
 		newSubCmd,
 		newPubCmd,
+		newDoctorCmd,
 	}
 }
 
