@@ -150,4 +150,3 @@ func Outbound(src Source, n int64, addrs int) Result {
 	r.Fix = fmt.Sprintf("use %d source addresses (each dial bound to one: kraken spreads over 127.0.0.0/8 on loopback) with the range %s", (n+width-1)/width, FormatValue(wide))
 	return r
 }
-

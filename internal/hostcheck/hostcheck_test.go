@@ -113,7 +113,7 @@ func TestCheckFixedHost(t *testing.T) {
 	}
 }
 
-type brokenSource struct{ mapSource }
+type brokenSource struct{}
 
 func (brokenSource) Sysctl(string) (string, error) { return "", unsupportedOn("plan9") }
 func (brokenSource) NoFile() (int64, int64, error) { return 0, 0, unsupportedOn("plan9") }
