@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/corralhq/corral/hub/auth"
+	"github.com/corralhq/corral/internal/browser"
 	"github.com/corralhq/corral/internal/testkit"
 )
 
@@ -48,16 +49,16 @@ type event struct {
 	Text         string  `json:"text"`
 }
 
-func events(b *page) []event {
+func events(b *browser.Page) []event {
 	var out []event
-	for _, l := range b.snapshot() {
-		rest, ok := strings.CutPrefix(l.text, "E2E ")
+	for _, l := range b.Lines() {
+		rest, ok := strings.CutPrefix(l.Text, "E2E ")
 		if !ok {
 			continue
 		}
 		var e event
 		if json.Unmarshal([]byte(rest), &e) == nil {
-			e.at = l.at
+			e.at = l.At
 			out = append(out, e)
 		}
 	}
@@ -99,7 +100,7 @@ func TestBrowserResumesAcrossDrain(t *testing.T) {
 
 	clients := []string{"proto", "json"}
 	for _, c := range clients {
-		b.waitLine(t, c+" client subscribed", func(s string) bool { return strings.Contains(s, `"ev":"ready","client":"`+c+`"`) })
+		b.WaitLine(t, c+" client subscribed", func(s string) bool { return strings.Contains(s, `"ev":"ready","client":"`+c+`"`) })
 	}
 	// Twenty messages through both hubs: the fleet shares its channels.
 	n := 0
@@ -134,7 +135,7 @@ func TestBrowserResumesAcrossDrain(t *testing.T) {
 		}
 	}
 	if drained == nil || stays == nil {
-		t.Fatalf("no connected event of the binary client naming a hub:\n%s", b.text())
+		t.Fatalf("no connected event of the binary client naming a hub:\n%s", b.Text())
 	}
 	type sent struct {
 		off uint64
@@ -167,7 +168,7 @@ func TestBrowserResumesAcrossDrain(t *testing.T) {
 	}()
 	drainAt := time.Now()
 	drained.drain(t)
-	back := b.waitLine(t, "the binary client connected to "+stays.name+" after the drain", func(s string) bool {
+	back := b.WaitLine(t, "the binary client connected to "+stays.name+" after the drain", func(s string) bool {
 		return strings.Contains(s, `"ev":"connected","client":"proto","url":"`+stays.wsURL()+`"`)
 	})
 	// A few more after the resume, then stop.
@@ -225,7 +226,7 @@ func TestBrowserResumesAcrossDrain(t *testing.T) {
 		}
 	}
 	if !away {
-		t.Errorf("the binary client reported no drain (close 1001 with a retry hint of at least 300 ms):\n%s", b.text())
+		t.Errorf("the binary client reported no drain (close 1001 with a retry hint of at least 300 ms):\n%s", b.Text())
 	}
 	if !resumed {
 		t.Errorf("the binary client reported no recovered resume")
@@ -233,7 +234,7 @@ func TestBrowserResumesAcrossDrain(t *testing.T) {
 	meanwhile := 0
 	mu.Lock()
 	for _, s := range log {
-		if s.at.After(gone) && s.at.Before(back.at) {
+		if s.at.After(gone) && s.at.Before(back.At) {
 			meanwhile++
 		}
 	}
@@ -242,5 +243,5 @@ func TestBrowserResumesAcrossDrain(t *testing.T) {
 		t.Errorf("no message was published while the binary client was away: the resume was not tested")
 	}
 	t.Logf("the binary client's events:\n%s", strings.Join(story, "\n"))
-	t.Logf("%d messages, %d published while the binary client was away (%v between its disconnect and its reconnect)", last, meanwhile, back.at.Sub(gone).Round(time.Millisecond))
+	t.Logf("%d messages, %d published while the binary client was away (%v between its disconnect and its reconnect)", last, meanwhile, back.At.Sub(gone).Round(time.Millisecond))
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
+	"github.com/corralhq/corral/internal/browser"
 	"github.com/corralhq/corral/internal/testkit"
 )
 
@@ -28,37 +28,9 @@ const (
 	sdk  = ".."
 )
 
-// chromium is Debian's browser, as scripts/test.sh installs it.
-func chromium() string {
-	if p := os.Getenv("CORRAL_CHROMIUM"); p != "" {
-		return p
-	}
-	return "/usr/bin/chromium"
-}
-
 // needBrowser fails (or, with -short, skips) when a tool of the browser
-// tests is missing, naming it and the command that installs it.
-func needBrowser(t *testing.T) {
-	t.Helper()
-	var missing []string
-	if _, err := exec.LookPath("node"); err != nil {
-		missing = append(missing, "node (Node.js 20 or later: apt-get install nodejs npm)")
-	}
-	if _, err := os.Stat(filepath.Join(sdk, "node_modules", "playwright-core")); err != nil {
-		missing = append(missing, "sdk/js/node_modules (cd sdk/js && npm ci)")
-	}
-	if _, err := os.Stat(chromium()); err != nil {
-		missing = append(missing, chromium()+" (apt-get install chromium)")
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := "the browser tests need " + strings.Join(missing, ", ") + "; bash scripts/test.sh installs them"
-	if testing.Short() {
-		t.Skip(msg)
-	}
-	t.Fatal(msg)
-}
+// tests is missing (package internal/browser says which).
+func needBrowser(t *testing.T) { browser.Need(t) }
 
 var (
 	buildOnce sync.Once
@@ -97,7 +69,7 @@ func build(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	stopBrowser()
+	browser.Stop()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -275,163 +247,6 @@ func pageServer(t *testing.T, pages map[string][]byte) *httptest.Server {
 	return srv
 }
 
-// line is one console line of a page, with the time the test read it.
-type line struct {
-	at   time.Time
-	text string
-}
-
-// driver is the headless Chromium of the test process (driver.mjs), shared
-// by the tests: one browser start (the slow part), a page per test.
-type driver struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex // guards stdin writes, lines and next
-	stdin  io.WriteCloser
-	lines  map[string][]line // by page id
-	next   int
-	done   chan struct{}
-	stderr testkit.SyncBuffer
-}
-
-var (
-	drvOnce sync.Once
-	drv     *driver
-	drvErr  error
-)
-
-// browser returns the shared driver, starting it on first use and waiting
-// until Chromium is up.
-func browser(t *testing.T) *driver {
-	t.Helper()
-	drvOnce.Do(func() {
-		start := time.Now()
-		d := &driver{lines: map[string][]line{}, done: make(chan struct{})}
-		d.cmd = exec.Command("node", "driver.mjs")
-		d.cmd.Env = append(os.Environ(), "CORRAL_CHROMIUM="+chromium())
-		d.cmd.Stderr = &d.stderr
-		var stdout io.ReadCloser
-		if d.stdin, drvErr = d.cmd.StdinPipe(); drvErr != nil {
-			return
-		}
-		if stdout, drvErr = d.cmd.StdoutPipe(); drvErr != nil {
-			return
-		}
-		if drvErr = d.cmd.Start(); drvErr != nil {
-			return
-		}
-		ready := make(chan struct{})
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				id, text, _ := strings.Cut(sc.Text(), " ")
-				if id == "DRIVER" && text == "ready" {
-					close(ready)
-					continue
-				}
-				d.mu.Lock()
-				d.lines[id] = append(d.lines[id], line{at: time.Now(), text: strings.ReplaceAll(text, `\n`, "\n")})
-				d.mu.Unlock()
-			}
-			_ = d.cmd.Wait()
-			close(d.done)
-		}()
-		select {
-		case <-ready:
-			drv = d
-			t.Logf("Chromium up in %v", time.Since(start).Round(time.Millisecond))
-		case <-d.done:
-			drvErr = fmt.Errorf("the browser driver stopped before Chromium was up:\n%s", d.stderr.String())
-		case <-time.After(120 * time.Second):
-			_ = d.cmd.Process.Kill()
-			drvErr = fmt.Errorf("Chromium not up after 120 s:\n%s", d.stderr.String())
-		}
-	})
-	if drvErr != nil {
-		t.Fatal(drvErr)
-	}
-	return drv
-}
-
-// stopBrowser closes the shared browser (TestMain, after the tests).
-func stopBrowser() {
-	if drv == nil {
-		return
-	}
-	drv.stdin.Close()
-	select {
-	case <-drv.done:
-	case <-time.After(30 * time.Second):
-		_ = drv.cmd.Process.Kill()
-	}
-}
-
-// page is one page of the shared browser.
-type page struct {
-	d  *driver
-	id string
-}
-
-// openPage opens url in a new page; it closes at the end of the test.
-func openPage(t *testing.T, url string) *page {
-	t.Helper()
-	d := browser(t)
-	d.mu.Lock()
-	d.next++
-	p := &page{d: d, id: fmt.Sprint(d.next)}
-	_, err := fmt.Fprintf(d.stdin, "open %s %s\n", p.id, url)
-	d.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		d.mu.Lock()
-		_, _ = fmt.Fprintf(d.stdin, "close %s\n", p.id)
-		d.mu.Unlock()
-		if t.Failed() {
-			t.Logf("page console:\n%s\ndriver stderr:\n%s", p.text(), d.stderr.String())
-		}
-	})
-	return p
-}
-
-func (p *page) snapshot() []line {
-	p.d.mu.Lock()
-	defer p.d.mu.Unlock()
-	return append([]line(nil), p.d.lines[p.id]...)
-}
-
-func (p *page) text() string {
-	var s strings.Builder
-	for _, l := range p.snapshot() {
-		s.WriteString(l.text + "\n")
-	}
-	return s.String()
-}
-
-// waitLine waits for a console line that satisfies ok, failing on a page
-// error or when the driver stops.
-func (p *page) waitLine(t *testing.T, what string, ok func(string) bool) line {
-	t.Helper()
-	var found line
-	start := time.Now()
-	defer func() { t.Logf("%s after %v", what, time.Since(start).Round(time.Millisecond)) }()
-	testkit.WaitFor(t, 90*time.Second, what, func() bool {
-		for _, l := range p.snapshot() {
-			if strings.HasPrefix(l.text, "PAGEERROR ") {
-				t.Fatalf("page error while waiting for %s: %s", what, l.text)
-			}
-			if ok(l.text) {
-				found = l
-				return true
-			}
-		}
-		select {
-		case <-p.d.done:
-			t.Fatalf("the browser driver stopped while waiting for %s:\n%s", what, p.d.stderr.String())
-		default:
-		}
-		return false
-	})
-	return found
-}
+// openPage opens url in a new page of the shared headless Chromium; it
+// closes at the end of the test.
+func openPage(t *testing.T, url string) *browser.Page { return browser.Open(t, url) }

@@ -61,13 +61,13 @@ func TestReadmeExample(t *testing.T) {
 	srv := pageServer(t, map[string][]byte{"example.html": []byte(page)})
 	b := openPage(t, srv.URL+"/example.html#"+token)
 
-	b.waitLine(t, "subscribed", func(s string) bool { return s == "subscribed" })
+	b.WaitLine(t, "subscribed", func(s string) bool { return s == "subscribed" })
 	off := publish(t, hub.addr, "news", "hello")
 	want := fmt.Sprintf("news %d hello", off)
-	b.waitLine(t, want, func(s string) bool { return s == want })
+	b.WaitLine(t, want, func(s string) bool { return s == want })
 	var states []string
-	for _, l := range b.snapshot() {
-		if s, ok := strings.CutPrefix(l.text, "state "); ok {
+	for _, l := range b.Lines() {
+		if s, ok := strings.CutPrefix(l.Text, "state "); ok {
 			states = append(states, s)
 		}
 	}
