@@ -39,6 +39,12 @@ type Config struct {
 	// Policy is the routing policy of the origin record: one of package
 	// answer's policies (default "multivalue": every healthy hub).
 	Policy string
+	// HealthCheck is how the DNS server checks each hub: "tcp" (default: a
+	// connection to its gRPC port opens) or "grpc" (the hub's
+	// grpc.health.v1 answers SERVING, which follows hub.Ready: a hub that
+	// drains or is marked unhealthy leaves the answer while it still
+	// accepts connections).
+	HealthCheck string
 	// DNSListen is the DNS server's address (default "127.0.0.1:0").
 	DNSListen string
 	// Secret is the HMAC secret session tokens are signed with (default: a
@@ -101,6 +107,13 @@ func (c *Config) Validate() error {
 	}
 	if _, err := answer.ParsePolicy(c.Policy); err != nil {
 		return fmt.Errorf("fleet: policy: %w", err)
+	}
+	switch c.HealthCheck {
+	case "":
+		c.HealthCheck = "tcp"
+	case "tcp", "grpc":
+	default:
+		return fmt.Errorf("fleet: health_check %q: want tcp or grpc", c.HealthCheck)
 	}
 	if c.DNSListen == "" {
 		c.DNSListen = "127.0.0.1:0"

@@ -297,7 +297,7 @@ func (f *Fleet) startDNS(ctx context.Context) error {
 	for i, ip := range f.hubIPs() {
 		check := "hub-" + strconv.Itoa(i+1)
 		cfg.Health.Checks = append(cfg.Health.Checks, health.CheckConfig{
-			Name: check, Kind: "tcp", Address: net.JoinHostPort(ip, strconv.Itoa(f.port)),
+			Name: check, Kind: f.cfg.HealthCheck, Address: net.JoinHostPort(ip, strconv.Itoa(f.port)),
 			Interval: time.Second, Timeout: 500 * time.Millisecond,
 		})
 		v := authdns.ValueConfig{Value: ip, Check: check}

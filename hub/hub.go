@@ -94,6 +94,8 @@ type Hub struct {
 	done     chan struct{} // closed when Shutdown has finished draining
 	draining atomic.Bool
 	ready    atomic.Bool
+	// unhealthy is set by the operator's control (SetUnhealthy).
+	unhealthy atomic.Bool
 	// historyDown holds why the history cannot be read or written (the
 	// last failed open or probe), nil while it can.
 	historyDown atomic.Pointer[string]
@@ -404,6 +406,9 @@ func (h *Hub) Started() <-chan struct{} { return h.started }
 func (h *Hub) Ready() error {
 	if h.draining.Load() {
 		return errors.New("hub: draining")
+	}
+	if h.unhealthy.Load() {
+		return errors.New("hub: marked unhealthy by the operator")
 	}
 	if why := h.historyDown.Load(); why != nil {
 		return errors.New("hub: history unavailable: " + *why)

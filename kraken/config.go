@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/scenario"
@@ -43,6 +45,27 @@ type Config struct {
 	// of origins the scenario names. A scenario with a mass close and no
 	// MassClose is refused before the run starts.
 	MassClose func(ctx context.Context, origins int) error
+	// Kill, when set, signals that many origin processes (traffic.kill):
+	// SIGKILL (a crash), or with freeze SIGSTOP, when it returns thaw,
+	// which resumes them (SIGCONT). Processes.Kill does it to processes of
+	// this machine. A scenario with a kill and no Kill is refused.
+	Kill func(ctx context.Context, origins int, freeze bool) (thaw func() error, err error)
+	// Unhealthy, when set, makes that many origins fail their health
+	// checks while they keep their sessions (traffic.unhealthy), and
+	// returns restore, which makes them healthy again. A scenario with an
+	// unhealthy storm and no Unhealthy is refused.
+	Unhealthy func(ctx context.Context, origins int) (restore func() error, err error)
+	// Origins, when above 0, is how many origins MassClose, Kill and
+	// Unhealthy can act on: a scenario that needs more (its kills and mass
+	// closes together, or one unhealthy storm) is refused before it starts.
+	Origins int
+	// Regions, when set, are the targets of each region of the scenario's
+	// origins (origins[].region): every device belongs to one region,
+	// dealt by the regions' shares of the primary origins (count x
+	// weight), and connects to that region's targets; traffic.move sends a
+	// region's devices to another, traffic.disconnects[].region drops the
+	// sessions of one. Targets may then be empty.
+	Regions map[string][]string
 	// Sources is the range of local addresses the devices' connections
 	// come from, device i from the i-th address of the range (cyclically),
 	// so that the connections are not bound by one address's ephemeral
@@ -102,13 +125,26 @@ func (c Config) Validate() error { return c.validate(true) }
 // came from the scenario file, whose refusals name their lines).
 func (c Config) validate(targets bool) error {
 	var errs []error
-	if len(c.Targets) == 0 {
+	if len(c.Targets) == 0 && len(c.Regions) == 0 {
 		errs = append(errs, errors.New("kraken: no target: give at least one ws:// URL (--target, or target.urls in the scenario)"))
 	}
 	for _, t := range c.Targets {
 		if _, err := parseTarget(t); err != nil && targets {
 			errs = append(errs, err)
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Regions)) {
+		if len(c.Regions[name]) == 0 {
+			errs = append(errs, fmt.Errorf("kraken: region %q has no target", name))
+		}
+		for _, t := range c.Regions[name] {
+			if _, err := parseTarget(t); err != nil {
+				errs = append(errs, fmt.Errorf("kraken: region %q: %s", name, strings.TrimPrefix(err.Error(), "kraken: ")))
+			}
+		}
+	}
+	if c.Origins < 0 {
+		errs = append(errs, fmt.Errorf("kraken: origins %d: must not be negative", c.Origins))
 	}
 	if c.Token == nil {
 		errs = append(errs, errors.New("kraken: no token source: the devices need session tokens"))

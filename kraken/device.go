@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/backoff"
@@ -63,6 +64,7 @@ type device struct {
 	id     int32
 	prio   uint8 // 0 (P0) .. 2
 	tenant uint16
+	region atomic.Uint32 // index of the device's region (Config.Regions)
 
 	mu        sync.Mutex
 	state     uint8

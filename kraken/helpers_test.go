@@ -40,9 +40,15 @@ type testHub struct {
 // startHub runs one hub on loopback (port 0) for a test.
 func startHub(t *testing.T, opts hub.Options) *testHub {
 	t.Helper()
+	return startHubID(t, "hub-a", opts)
+}
+
+// startHubID is startHub with the hub's node id.
+func startHubID(t *testing.T, id string, opts hub.Options) *testHub {
+	t.Helper()
 	cfg := hub.DefaultConfig()
 	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = "127.0.0.1:0", "", ""
-	cfg.NodeID = "hub-a"
+	cfg.NodeID = id
 	cfg.Auth = auth.Config{
 		Keys:    []auth.KeyConfig{{Algorithm: "HS256", Secret: testSecret}},
 		APIKeys: []auth.APIKeyConfig{{Name: "test", Key: testAPIKey, Tenants: []string{"*"}}},

@@ -28,6 +28,8 @@ type plan struct {
 	backoff        backoff.Config
 	connectTimeout time.Duration
 	storms         []stormEvent // by time
+	regions        []string     // region names, in file order (Config.Regions set)
+	region         []uint8      // per device: its home region (Config.Regions set)
 	publishes      []publishStream
 	stop           scenario.Stop
 }
@@ -40,11 +42,14 @@ type wave struct {
 // stormEvent is a drop (share of the held sessions, cut by kraken) or a
 // mass close (origins closing theirs).
 type stormEvent struct {
-	kind    string // "drop" or "mass_close"
-	at      time.Duration
-	over    time.Duration
-	share   float64
-	origins int
+	kind     string // "drop", "mass_close", "kill", "freeze", "unhealthy" or "move"
+	at       time.Duration
+	over     time.Duration
+	share    float64
+	origins  int
+	dur      time.Duration // freeze, unhealthy: how long (0: to the end)
+	region   int           // drop: the region whose sessions drop (-1 all); move: from
+	toRegion int           // move: to
 }
 
 type publishStream struct {
@@ -92,11 +97,6 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool) (*plan, error)
 	if len(c.Traffic.Poison) > 0 {
 		refuse("traffic.poison", "kraken does not run a poison tenant yet")
 	}
-	for i, d := range c.Traffic.Disconnects {
-		if d.Region != "" {
-			refuse(fmt.Sprintf("traffic.disconnects[%d].region", i), "kraken drops connections of every region (regions of the target are not known to it yet)")
-		}
-	}
 	if c.Client.RequestsPerSecond > 0 {
 		refuse("client.requests_per_second", "kraken does not send requests on held sessions yet")
 	}
@@ -106,14 +106,29 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool) (*plan, error)
 	if len(c.Traffic.MassClose) > 0 && cfg.MassClose == nil {
 		refuse("traffic.mass_close", "the target has no way to close its sessions server-side (corral kraken run --drain-pid, or Config.MassClose)")
 	}
+	pl := &plan{}
+	pl.storms = originStorms(&c, cfg, refuse)
+	var regionShares []float64
+	pl.regions, regionShares = regionsOf(&c, cfg, refuse)
+	regionOf := func(name string) int { return slices.Index(pl.regions, name) }
+	for i, d := range c.Traffic.Disconnects {
+		if d.Region != "" && cfg.Regions == nil {
+			refuse(fmt.Sprintf("traffic.disconnects[%d].region", i), "the run has no targets per region to tell the region's sessions apart (corral kraken run --region NAME=URL, or Config.Regions)")
+		}
+	}
+	for i, m := range c.Traffic.Move {
+		if cfg.Regions == nil {
+			refuse(fmt.Sprintf("traffic.move[%d]", i), "the run has no targets per region to move the devices to (corral kraken run --region NAME=URL, or Config.Regions)")
+			continue
+		}
+		pl.storms = append(pl.storms, stormEvent{kind: "move", at: m.At, region: regionOf(m.From), toRegion: regionOf(m.To)})
+	}
 	if len(c.Traffic.Publish) > 0 && cfg.PublishURL == "" {
 		refuse("traffic.publish", "no publish URL to publish through (corral kraken run --publish http://host:port)")
 	}
-	pl := &plan{
-		name: c.Name, duration: c.Duration, seed: c.Seed, tenants: p.Tenants, channels: p.Channels,
-		backoff: c.Client.Backoff, connectTimeout: c.Client.ConnectTimeout, stop: c.Stop,
-		devices: scaled(p.Devices, c.Scale), initial: scaled(p.Initial, c.Scale),
-	}
+	pl.name, pl.duration, pl.seed, pl.tenants, pl.channels = c.Name, c.Duration, c.Seed, p.Tenants, p.Channels
+	pl.backoff, pl.connectTimeout, pl.stop = c.Client.Backoff, c.Client.ConnectTimeout, c.Stop
+	pl.initial = scaled(p.Initial, c.Scale)
 	n := pl.initial
 	for _, a := range c.Traffic.Arrivals {
 		w := wave{at: a.At, over: a.Over, n: scaled(a.Devices, c.Scale)}
@@ -125,10 +140,11 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool) (*plan, error)
 	}
 	pl.devices = n
 	for _, d := range c.Traffic.Disconnects {
-		pl.storms = append(pl.storms, stormEvent{kind: "drop", at: d.At, over: d.Over, share: d.Share})
-	}
-	for _, m := range c.Traffic.MassClose {
-		pl.storms = append(pl.storms, stormEvent{kind: "mass_close", at: m.At, origins: m.Origins})
+		region := -1 // every region
+		if d.Region != "" {
+			region = regionOf(d.Region)
+		}
+		pl.storms = append(pl.storms, stormEvent{kind: "drop", at: d.At, over: d.Over, share: d.Share, region: region})
 	}
 	slices.SortStableFunc(pl.storms, func(a, b stormEvent) int { return cmp.Compare(a.at, b.at) })
 	for _, pu := range c.Traffic.Publish {
@@ -136,6 +152,9 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool) (*plan, error)
 		pl.publishes = append(pl.publishes, publishStream{at: pu.At, dur: pu.For, rank: rank, rate: pu.PerSecond})
 	}
 	pl.prio = dealPriorities(n, p.Priorities)
+	if pl.regions != nil {
+		pl.region = dealShares(n, regionShares)
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("kraken: %w", sc.Locate(errors.Join(errs...)))
 	}

@@ -97,8 +97,18 @@ type Storm struct {
 	AtSeconds float64 `json:"at_seconds"`
 	Share     float64 `json:"share,omitempty"`
 	Origins   int     `json:"origins,omitempty"`
-	Dropped   int64   `json:"dropped"`
-	Back      int64   `json:"back"`
+	// ForSeconds is how long a freeze or an unhealthy spell lasted (0: to
+	// the end of the run).
+	ForSeconds float64 `json:"for_seconds,omitempty"`
+	// From is the region of a region drop or a move, To the region a
+	// move sent the devices to.
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	// Error is why the storm's primitive failed (a process gone, an admin
+	// page refusing); empty when it did what it should.
+	Error   string `json:"error,omitempty"`
+	Dropped int64  `json:"dropped"`
+	Back    int64  `json:"back"`
 	// BackAfter holds, per device back, the time from its drop to its
 	// Welcome.
 	BackAfter *Histogram `json:"back_after"`
@@ -247,6 +257,9 @@ func (r *Result) Merge(o *Result) error {
 		d.Back += s.Back
 		d.BackAfter.Merge(s.BackAfter)
 		d.AttemptsToBack.add(s.AttemptsToBack)
+		if d.Error == "" {
+			d.Error = s.Error
+		}
 	}
 	r.derive()
 	return nil
@@ -311,6 +324,15 @@ func (rec *recorder) welcome(node string, prio int) { rec.count(rec.res.Welcomes
 func (rec *recorder) terminal(prio int) {
 	rec.mu.Lock()
 	rec.res.Terminal[priorityLabels[prio]]++
+	rec.mu.Unlock()
+}
+
+// stormError keeps the first error of storm s.
+func (rec *recorder) stormError(s int, err error) {
+	rec.mu.Lock()
+	if rec.res.Storms[s].Error == "" {
+		rec.res.Storms[s].Error = err.Error()
+	}
 	rec.mu.Unlock()
 }
 

@@ -57,6 +57,7 @@ type runner struct {
 	rec            *recorder
 	connectTimeout time.Duration
 	targets        []target
+	regionTargets  [][]target // by region of the plan (Config.Regions)
 	resolver       *net.Resolver
 	tokens         [][3]string
 	devices        []*device
@@ -75,6 +76,9 @@ type runner struct {
 	epochs  map[string]string
 
 	pub *publisher
+
+	restores restores      // freezes and unhealthy spells to end
+	ended    chan struct{} // closed when the run stops driving
 }
 
 func (r *runner) stopping() bool { return r.stopped.Load() }
@@ -114,8 +118,12 @@ func (r *runner) source(id int32) netip.Addr {
 
 // endpoint picks the address of one attempt: a target at random, a name
 // resolved now, one of its addresses at random.
-func (r *runner) endpoint(ctx context.Context) (endpoint, error) {
-	t := r.targets[rand.IntN(len(r.targets))]
+func (r *runner) endpoint(ctx context.Context, d *device) (endpoint, error) {
+	ts := r.targets
+	if r.regionTargets != nil {
+		ts = r.regionTargets[d.region.Load()]
+	}
+	t := ts[rand.IntN(len(ts))]
 	host := net.JoinHostPort(t.host, t.port)
 	if _, err := netip.ParseAddr(t.host); err == nil {
 		return endpoint{addr: host, host: host, path: t.path}, nil
@@ -149,13 +157,21 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 	}
 	r := &runner{
 		cfg: cfg, pl: pl, codec: codec, connectTimeout: pl.connectTimeout,
-		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{},
+		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{}, ended: make(chan struct{}),
 	}
 	r.rec.start.Store(time.Now().Add(100 * 365 * 24 * time.Hour).UnixNano()) // warm-up: outside the series
 	r.latest.Store(-1)
 	for _, t := range cfg.Targets {
 		tt, _ := parseTarget(t) // checked by Validate
 		r.targets = append(r.targets, tt)
+	}
+	for _, name := range pl.regions {
+		var ts []target
+		for _, t := range cfg.Regions[name] {
+			tt, _ := parseTarget(t) // checked by Validate
+			ts = append(ts, tt)
+		}
+		r.regionTargets = append(r.regionTargets, ts)
 	}
 	r.resolver = net.DefaultResolver
 	if cfg.Resolver != "" {
@@ -183,11 +199,20 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 			return nil, fmt.Errorf("kraken: %w", err)
 		}
 		d.retry = *b
+		if pl.region != nil {
+			d.region.Store(uint32(pl.region[i]))
+		}
 		r.devices = append(r.devices, d)
 	}
 	for _, s := range pl.storms {
 		st := newStorm(s.kind, s.at)
-		st.Share, st.Origins = s.share, s.origins
+		st.Share, st.Origins, st.ForSeconds = s.share, s.origins, s.dur.Seconds()
+		if s.kind == "move" || s.kind == "drop" && s.region >= 0 {
+			st.From = pl.regions[s.region]
+		}
+		if s.kind == "move" {
+			st.To = pl.regions[s.toRegion]
+		}
 		r.rec.res.Storms = append(r.rec.res.Storms, st)
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -296,6 +321,12 @@ func (r *runner) run(ctx context.Context) *Result {
 	if cfg.AtEnd != nil {
 		cfg.AtEnd()
 	}
+	// Frozen and unhealthy origins come back before the sessions close,
+	// so that the fleet is left as it was found.
+	close(r.ended)
+	for _, err := range r.restores.all() {
+		cfg.Logger.Warn("kraken: ending a storm failed", "err", err)
+	}
 	r.dialMu.Lock()
 	for _, d := range r.devices {
 		d.stop()
@@ -337,6 +368,9 @@ func (r *runner) fireStorm(ctx context.Context, i int, s stormEvent) {
 	case "drop":
 		var up []*device
 		for _, d := range r.devices {
+			if s.region >= 0 && int(d.region.Load()) != s.region {
+				continue
+			}
 			d.mu.Lock()
 			if d.state == stUp {
 				up = append(up, d)
@@ -353,11 +387,10 @@ func (r *runner) fireStorm(ctx context.Context, i int, s stormEvent) {
 			}
 			d.drop(int16(i))
 		}
-	case "mass_close":
-		if err := r.cfg.MassClose(ctx, s.origins); err != nil {
-			r.cfg.Logger.Warn("kraken: mass close failed", "storm", i, "err", err)
-			r.rec.failure("mass_close_error", 0)
-		}
+	case "move":
+		r.move(i, s.region, s.toRegion)
+	default:
+		r.fireOriginStorm(ctx, i, s)
 	}
 }
 

@@ -114,7 +114,7 @@ func (e *engine) dialer() {
 func (e *engine) dial(j dialJob) {
 	ctx, cancel := context.WithTimeout(j.ctx, j.timeout)
 	defer cancel()
-	ep, err := j.dev.r.endpoint(ctx)
+	ep, err := j.dev.r.endpoint(ctx, j.dev)
 	if err != nil {
 		j.dev.dialFailed(j.gen, "resolve")
 		return

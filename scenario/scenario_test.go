@@ -34,6 +34,22 @@ func TestDecodeFillsDefaults(t *testing.T) {
 	}
 }
 
+// TestStormDefaults: a kill is a crash of one origin, an unhealthy
+// storm takes one origin, unless the file says otherwise.
+func TestStormDefaults(t *testing.T) {
+	s, err := Decode("t.yaml", []byte(minimal+"traffic:\n  kill:\n    - {at: 1s}\n    - {at: 2s, signal: stop, origins: 2, for: 3s}\n  unhealthy:\n    - {at: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, u := s.Traffic.Kill, s.Traffic.Unhealthy
+	if k[0].Signal != "kill" || k[0].Origins != 1 || k[1].Signal != "stop" || k[1].Origins != 2 || k[1].For != 3*time.Second || u[0].Origins != 1 {
+		t.Fatalf("kill %+v, unhealthy %+v: defaults not filled", k, u)
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDecodeErrorsNameLineAndKey(t *testing.T) {
 	tests := []struct {
 		name string
@@ -62,6 +78,21 @@ func TestDecodeErrorsNameLineAndKey(t *testing.T) {
 		{"mass close origins", func(s string) string {
 			return s + "traffic:\n  mass_close:\n    - {at: 1s, origins: -1}\n"
 		}, []string{"traffic.mass_close[0].origins", "must be in [1, 10000]"}},
+		{"kill signal", func(s string) string {
+			return s + "traffic:\n  kill:\n    - {at: 1s, signal: term}\n"
+		}, []string{"t.yaml:15:", "traffic.kill[0].signal", `unknown "term" (want one of kill, stop)`}},
+		{"kill for a crash", func(s string) string {
+			return s + "traffic:\n  kill:\n    - {at: 1s, signal: kill, for: 5s}\n"
+		}, []string{"traffic.kill[0].for", "applies to signal stop only"}},
+		{"unhealthy origins", func(s string) string {
+			return s + "traffic:\n  unhealthy:\n    - {at: 1s, origins: -1, for: -1s}\n"
+		}, []string{"traffic.unhealthy[0]: at and for", "traffic.unhealthy[0].origins"}},
+		{"move to an unknown region", func(s string) string {
+			return strings.Replace(s, "    count: 2\n", "    count: 2\n    region: east\n", 1) + "traffic:\n  move:\n    - {at: 1s, from: east, to: west}\n"
+		}, []string{"t.yaml:16:", "traffic.move[0].to", `no origin group is in region "west"`}},
+		{"move within a region", func(s string) string {
+			return strings.Replace(s, "    count: 2\n", "    count: 2\n    region: east\n", 1) + "traffic:\n  move:\n    - {at: 1s, from: east, to: east}\n"
+		}, []string{"traffic.move[0].to", "is the region the devices move from"}},
 		{"channels", func(s string) string {
 			return strings.Replace(s, "  initial: 500\n", "  initial: 500\n  channels: 500\n", 1)
 		}, []string{"t.yaml:6:", "population.channels", "must be in [1, 128]"}},

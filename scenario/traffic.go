@@ -24,6 +24,57 @@ type Traffic struct {
 	// close). kraken triggers it at the target; sim refuses it (not
 	// modelled yet).
 	MassClose []MassClose `yaml:"mass_close"`
+	// Kill stops origin processes at once: a crash (signal kill: SIGKILL,
+	// every connection cut without a frame) or a freeze (signal stop:
+	// SIGSTOP, the process holds its sockets and answers nothing until
+	// SIGCONT). kraken acts on the target's processes; sim refuses it (not
+	// modelled yet).
+	Kill []Kill `yaml:"kill"`
+	// Unhealthy makes origins report themselves unhealthy (their health
+	// checks fail, so DNS and the edges route new sessions elsewhere)
+	// while they keep serving the sessions they hold. kraken acts on the
+	// target's origins; sim refuses it (not modelled yet).
+	Unhealthy []Unhealthy `yaml:"unhealthy"`
+	// Move sends every device of one region to another: the sessions held
+	// there end and reconnect to the other region's origins, and later
+	// attempts of those devices go there too (a traffic director moving a
+	// region). kraken runs it; sim refuses it (not modelled yet).
+	Move []Move `yaml:"move"`
+}
+
+// Kill stops origin processes.
+type Kill struct {
+	// At is when the processes are signalled.
+	At time.Duration `yaml:"at"`
+	// Origins is how many origins are signalled. Default 1.
+	Origins int `yaml:"origins"`
+	// Signal is "kill" (a crash, SIGKILL; default) or "stop" (a freeze,
+	// SIGSTOP, resumed with SIGCONT after For).
+	Signal string `yaml:"signal"`
+	// For is how long a stopped process stays frozen; 0 means until the
+	// end of the run (it is resumed then). It applies to signal stop only.
+	For time.Duration `yaml:"for"`
+}
+
+// Unhealthy is a time some origins fail their health checks.
+type Unhealthy struct {
+	// At is when the origins turn unhealthy.
+	At time.Duration `yaml:"at"`
+	// Origins is how many origins turn unhealthy. Default 1.
+	Origins int `yaml:"origins"`
+	// For is how long they stay unhealthy; 0 means until the end of the
+	// run.
+	For time.Duration `yaml:"for"`
+}
+
+// Move sends the devices of a region to another region.
+type Move struct {
+	// At is when the devices move.
+	At time.Duration `yaml:"at"`
+	// From is the region (of origins[].region) whose devices move.
+	From string `yaml:"from"`
+	// To is the region they reconnect to, for the rest of the run.
+	To string `yaml:"to"`
 }
 
 // Publish is a stream of messages at a constant rate.

@@ -27,6 +27,7 @@ var (
 	picks         = []string{"first", "random", "p2c"}
 	modes         = []string{"errors", "adaptive"}
 	algorithms    = []string{"gradient", "vegas", "aimd", "fixed"}
+	signals       = []string{"kill", "stop"}
 )
 
 // WithDefaults fills every absent field that has a default (see the field
@@ -47,6 +48,13 @@ func (s *Scenario) WithDefaults() {
 	orDefault(s, "population.channels", &p.Channels, 1)
 	for i := range s.Traffic.MassClose {
 		orDefault(s, fmt.Sprintf("traffic.mass_close[%d].origins", i), &s.Traffic.MassClose[i].Origins, 1)
+	}
+	for i := range s.Traffic.Kill {
+		orDefault(s, fmt.Sprintf("traffic.kill[%d].origins", i), &s.Traffic.Kill[i].Origins, 1)
+		orDefault(s, fmt.Sprintf("traffic.kill[%d].signal", i), &s.Traffic.Kill[i].Signal, "kill")
+	}
+	for i := range s.Traffic.Unhealthy {
+		orDefault(s, fmt.Sprintf("traffic.unhealthy[%d].origins", i), &s.Traffic.Unhealthy[i].Origins, 1)
 	}
 	g := &s.Geography
 	orDefault(s, "geography.pops", &g.PoPs, 1)
@@ -85,6 +93,8 @@ func (s *Scenario) Validate() error {
 	c.Origins = append([]Origin(nil), s.Origins...)
 	c.Population.Priorities = append([]Priority(nil), s.Population.Priorities...)
 	c.Traffic.MassClose = append([]MassClose(nil), s.Traffic.MassClose...)
+	c.Traffic.Kill = append([]Kill(nil), s.Traffic.Kill...)
+	c.Traffic.Unhealthy = append([]Unhealthy(nil), s.Traffic.Unhealthy...)
 	c.WithDefaults()
 	var errs []error
 	bad := func(path, format string, args ...any) {
@@ -217,6 +227,44 @@ func (s *Scenario) Validate() error {
 		}
 		if m.Origins < 1 || m.Origins > 10_000 {
 			bad(path+".origins", "must be in [1, 10000], got %d", m.Origins)
+		}
+	}
+	for i, k := range c.Traffic.Kill {
+		path := fmt.Sprintf("traffic.kill[%d]", i)
+		if k.At < 0 {
+			bad(path+".at", "must not be negative")
+		}
+		if k.Origins < 1 || k.Origins > 10_000 {
+			bad(path+".origins", "must be in [1, 10000], got %d", k.Origins)
+		}
+		oneOf(&errs, path+".signal", k.Signal, signals)
+		if k.For < 0 {
+			bad(path+".for", "must not be negative")
+		} else if k.For > 0 && k.Signal == "kill" {
+			bad(path+".for", "applies to signal stop only (a killed process does not come back within the run)")
+		}
+	}
+	for i, u := range c.Traffic.Unhealthy {
+		path := fmt.Sprintf("traffic.unhealthy[%d]", i)
+		if u.At < 0 || u.For < 0 {
+			bad(path, "at and for must not be negative")
+		}
+		if u.Origins < 1 || u.Origins > 10_000 {
+			bad(path+".origins", "must be in [1, 10000], got %d", u.Origins)
+		}
+	}
+	for i, m := range c.Traffic.Move {
+		path := fmt.Sprintf("traffic.move[%d]", i)
+		if m.At < 0 {
+			bad(path+".at", "must not be negative")
+		}
+		if m.From == "" || !regions[m.From] {
+			bad(path+".from", "no origin group is in region %q", m.From)
+		}
+		if m.To == "" || !regions[m.To] {
+			bad(path+".to", "no origin group is in region %q", m.To)
+		} else if m.To == m.From {
+			bad(path+".to", "is the region the devices move from")
 		}
 	}
 	if c.Stop.MaxAttempts < 0 {

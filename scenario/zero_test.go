@@ -19,7 +19,7 @@ func zeroBase() map[string]any {
 		"duration":   "10s",
 		"population": map[string]any{"devices": 1000},
 		"dns":        map[string]any{"policy": "multivalue"},
-		"origins":    []any{map[string]any{"name": "lb", "region": "r1", "max_connections": 2000, "max_new_per_second": 100}},
+		"origins":    []any{map[string]any{"name": "lb", "region": "r1", "max_connections": 2000, "max_new_per_second": 100}, map[string]any{"name": "lb2", "region": "r2", "max_connections": 2000, "max_new_per_second": 100}},
 	}
 }
 
@@ -32,6 +32,9 @@ var listElems = map[string]map[string]any{
 	"traffic.poison":        {"at": "1s", "tenant": 0},
 	"traffic.publish":       {"at": "1s", "for": "1s", "priority": "P0", "per_second": 1},
 	"traffic.mass_close":    {"at": "1s", "origins": 1},
+	"traffic.kill":          {"at": "1s", "origins": 1, "signal": "stop", "for": "1s"},
+	"traffic.unhealthy":     {"at": "1s", "origins": 1, "for": "1s"},
+	"traffic.move":          {"at": "1s", "from": "r1", "to": "r2"},
 }
 
 // leafKey is one key of the format that holds a value, not a section.

@@ -95,6 +95,14 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 	if len(sc.Traffic.MassClose) > 0 {
 		return nil, fmt.Errorf("sim: %w", sc.Locate(scenario.Errorf("traffic.mass_close", "is not modelled by the simulator yet (kraken runs it)")))
 	}
+	for _, k := range []struct {
+		key string
+		n   int
+	}{{"traffic.kill", len(sc.Traffic.Kill)}, {"traffic.unhealthy", len(sc.Traffic.Unhealthy)}, {"traffic.move", len(sc.Traffic.Move)}} {
+		if k.n > 0 {
+			return nil, fmt.Errorf("sim: %w", sc.Locate(scenario.Errorf(k.key, "is not modelled by the simulator yet (kraken runs it)")))
+		}
+	}
 	policy, err := backoff.New(sc.Client.Backoff)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)

@@ -62,6 +62,7 @@ func runHub(ctx context.Context, log *slog.Logger, cfg *hub.Config, _ string) er
 		return err
 	}
 	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
+	adm.Handle("POST /health/", srv.HealthControl()) // the operator's unhealthy switch
 	grace := cmp.Or(cfg.Drain.Deadline, hub.DefaultDrainDeadline)
 	return serveWithAdmin(ctx, log, grace+5*time.Second, adm, lifecycle.Named{Name: "hub", Part: srv})
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,6 +31,8 @@ type krakenFlags struct {
 	kid       string
 	sources   string
 	drainPIDs []int
+	origins   []string
+	regions   []string
 	out       string
 	every     time.Duration
 }
@@ -54,7 +57,10 @@ resolved through target.resolver; --target and --resolver override them):
 warm-up of the initial devices, arrivals at their rate, publishes through
 --publish, drops of a share of the sessions and server-side mass closes
 (--drain-pid: SIGTERM to a hub process, whose drain closes its sessions
-with a retry hint), until duration or a stop condition. A key it cannot run yet is refused with its
+with a retry hint), kills and freezes of origin processes (--origin pid=N
+or pidfile=FILE), origins marked unhealthy (--origin admin=URL: a hub's
+POST /health/unhealthy) and moves of a region's devices (--region
+NAME=URL), until duration or a stop condition. A key it cannot run yet is refused with its
 file and line before anything starts.
 
 Session tokens are minted for tenants t0, t1, ... with the HMAC secret of
@@ -78,6 +84,8 @@ kraken/README.md) to stdout, or to --out FILE.`,
 	fl.StringVar(&f.kid, "kid", "", "key id put in the token header (must match the key's id when set)")
 	fl.StringVar(&f.sources, "sources", "", "local address range of the connections (default 127.64.0.0/10)")
 	fl.IntSliceVar(&f.drainPIDs, "drain-pid", nil, "hub process ids a mass close drains with SIGTERM, in order (needed by traffic.mass_close)")
+	fl.StringArrayVar(&f.origins, "origin", nil, "an origin the storms act on, in order (repeatable): pid=N or pidfile=FILE (traffic.kill, and traffic.mass_close without --drain-pid), admin=http://HOST:PORT (traffic.unhealthy), comma-separated")
+	fl.StringArrayVar(&f.regions, "region", nil, "NAME=ws://HOST:PORT/v1/ws: a target of region NAME of the scenario's origins (repeatable; needed by traffic.move and a region's traffic.disconnects)")
 	fl.StringVar(&f.out, "out", "", "write the JSON result to this file instead of stdout")
 	fl.DurationVar(&f.every, "every", time.Second, "period of the progress lines")
 	return cmd
@@ -120,6 +128,9 @@ func runKraken(ctx context.Context, g *globals, path string, f krakenFlags) erro
 	}
 	if len(f.drainPIDs) > 0 {
 		cfg.MassClose = drainPIDs(f.drainPIDs)
+	}
+	if err := originFlags(&cfg, f); err != nil {
+		return err
 	}
 	k, err := kraken.New(sc, cfg)
 	if err != nil {
@@ -168,4 +179,44 @@ func drainPIDs(pids []int) func(context.Context, int) error {
 		next += n
 		return errors.Join(errs...)
 	}
+}
+
+// originFlags sets the storm primitives of --origin and the targets per
+// region of --region. A primitive is set only when every origin has what
+// it needs (a process for the signals, an admin address for unhealthy),
+// so that a scenario needing it is refused with its line otherwise.
+func originFlags(cfg *kraken.Config, f krakenFlags) error {
+	for _, r := range f.regions {
+		name, u, ok := strings.Cut(r, "=")
+		if !ok || name == "" || u == "" {
+			return fmt.Errorf("kraken: --region %q: want NAME=ws://HOST:PORT/v1/ws", r)
+		}
+		if cfg.Regions == nil {
+			cfg.Regions = map[string][]string{}
+		}
+		cfg.Regions[name] = append(cfg.Regions[name], u)
+	}
+	if len(f.origins) == 0 {
+		return nil
+	}
+	var origins []kraken.Origin
+	for _, s := range f.origins {
+		o, err := kraken.ParseOrigin(s)
+		if err != nil {
+			return err
+		}
+		origins = append(origins, o)
+	}
+	p := kraken.NewProcesses(origins)
+	cfg.Origins = p.Len()
+	if p.CanSignal() {
+		cfg.Kill = p.Kill
+		if cfg.MassClose == nil {
+			cfg.MassClose = p.Drain
+		}
+	}
+	if p.CanMarkUnhealthy() {
+		cfg.Unhealthy = p.Unhealthy
+	}
+	return nil
 }
