@@ -66,6 +66,7 @@ type Edge struct {
 	adm      admission
 	relayKey string
 	tls      *tlsconf.Server  // nil: plaintext
+	upTLS    *tlsconf.Client  // the Relay streams' TLS; nil: plaintext
 	health   *health.Server   // grpc.health.v1 of the gRPC port, following Ready
 	workers  *wsserve.Workers // nbio's message handlers and the sessions' writers, on kept goroutines
 
@@ -125,6 +126,11 @@ func New(cfg Config, opts Options) (*Edge, error) {
 			return nil, fmt.Errorf("edge: tls: %w", err)
 		}
 	}
+	if cfg.Origins.TLS.Enabled {
+		if e.upTLS, err = tlsconf.NewClient(cfg.Origins.TLS.tlsconf(), tlsconf.Options{Registerer: opts.Registerer, MetricPrefix: "corral_edge_origin_tls", Logger: e.log}); err != nil {
+			return nil, fmt.Errorf("edge: origins.tls: %w", err)
+		}
+	}
 	e.up = newUpstream(e) // before the origins: a static list calls OnChange in NewOrigins
 	if e.origins, err = NewOrigins(cfg.Origins, OriginsOptions{Registerer: opts.Registerer, Logger: e.log, Now: opts.Now,
 		OnChange: func(list []*Origin) { e.up.retire(list) }}); err != nil {
@@ -171,6 +177,12 @@ func (e *Edge) run(ctx context.Context) (err error) {
 			return config.Field("tls", err) // "tls.key_file: tlsconf: ..." with the files
 		}
 		wg.Go(func() { _ = e.tls.Run(ctx) })
+	}
+	if e.upTLS != nil {
+		if err := e.upTLS.Load(); err != nil {
+			return config.Field("origins.tls", err) // "origins.tls.ca_file: tlsconf: ..." with the file
+		}
+		wg.Go(func() { _ = e.upTLS.Run(ctx) })
 	}
 	var ws *wsServer
 	if e.cfg.Listen != "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralhq/corral/backoff"
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/tlsconf"
 	"github.com/corralhq/corral/shard"
 )
 
@@ -95,6 +96,42 @@ type OriginsConfig struct {
 	// HealthCheck adds an active health check of every origin address
 	// (package health); off when Kind is empty.
 	HealthCheck OriginHealthConfig `yaml:"health_check"`
+	// TLS is the TLS of the Relay streams to the origins (the hubs' gRPC
+	// listeners with their tls on). The zero value dials plaintext.
+	TLS OriginTLSConfig `yaml:"tls"`
+}
+
+// OriginTLSConfig is the TLS of the edge's connections to the origins:
+// the CAs that the hubs' certificates must chain to, the name they must
+// hold, and optionally the edge's own certificate for hubs that require
+// one (the hub's tls.client_ca_file: mutual TLS). The files are checked
+// every ReloadInterval; a changed, valid set applies to the next
+// handshakes (open Relay streams keep theirs), a broken one is logged and
+// the old one kept. Reconnections resume their TLS sessions. The zero
+// value dials plaintext; every other field needs Enabled.
+type OriginTLSConfig struct {
+	// Enabled dials the origins over TLS.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is the PEM CA certificates trusted for the hubs'
+	// certificates. Empty: the system's roots.
+	CAFile string `yaml:"ca_file"`
+	// ServerName is the name the hubs' certificates must hold. Empty: the
+	// origins' name, or with a static list each address's IP.
+	ServerName string `yaml:"server_name"`
+	// CertFile and KeyFile are the edge's client certificate chain and
+	// key (PEM), sent to hubs that ask for one. Both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// MinVersion is "1.3" (default) or "1.2".
+	MinVersion string `yaml:"min_version"`
+	// ReloadInterval is how often the files are checked. Default 5s.
+	ReloadInterval time.Duration `yaml:"reload_interval"`
+}
+
+// tlsconf returns c in internal/tlsconf's terms.
+func (c OriginTLSConfig) tlsconf() tlsconf.ClientConfig {
+	return tlsconf.ClientConfig{Enabled: c.Enabled, CAFile: c.CAFile, ServerName: c.ServerName,
+		CertFile: c.CertFile, KeyFile: c.KeyFile, MinVersion: c.MinVersion, ReloadInterval: c.ReloadInterval}
 }
 
 // OriginShardConfig pins every tenant to a hand of HandSize origins,
@@ -250,6 +287,14 @@ func (c OriginsConfig) Validate() error {
 	}
 	if err := c.HealthCheck.validate(); err != nil {
 		return config.Field("health_check", err)
+	}
+	if err := c.TLS.tlsconf().Validate(); err != nil {
+		return config.Field("tls", err)
+	}
+	if c.TLS.Enabled && c.HealthCheck.Kind == "grpc" {
+		// health's grpc probe trusts the system's roots, checks the
+		// address's IP and sends no client certificate.
+		return config.Errorf("health_check.kind", "edge: a grpc check does not use origins.tls (its CA, server name or client certificate): with tls, use kind tcp")
 	}
 	return nil
 }

@@ -35,6 +35,10 @@ func TestOriginsConfigValidate(t *testing.T) {
 			c.Outlier = OutlierConfig{ConsecutiveFailures: 3, Interval: time.Second, BaseEjectionTime: time.Second, MaxEjectionTime: time.Minute, MaxEjectionPercent: 50}
 			c.HealthCheck = OriginHealthConfig{Kind: "grpc", Interval: time.Second}
 		})},
+		{name: "tls with a tcp check", cfg: with(func(c *OriginsConfig) {
+			c.TLS = OriginTLSConfig{Enabled: true, CAFile: "ca.pem", ServerName: "hub.corral.test", CertFile: "c.pem", KeyFile: "k.pem", MinVersion: "1.2", ReloadInterval: time.Second}
+			c.HealthCheck = OriginHealthConfig{Kind: "tcp"}
+		})},
 		{name: "nothing", cfg: OriginsConfig{}, key: "name", msg: "need a name"},
 		{name: "static and a name", cfg: OriginsConfig{Static: []string{"127.0.0.1:7000"}, Name: "x"}, key: "static", msg: "exclude"},
 		{name: "a static host name", cfg: OriginsConfig{Static: []string{"hub:7000"}}, key: "static[0]", msg: "not an IP address and port"},
@@ -68,6 +72,10 @@ func TestOriginsConfigValidate(t *testing.T) {
 		{name: "a check kind", cfg: with(func(c *OriginsConfig) { c.HealthCheck.Kind = "http" }), key: "health_check.kind", msg: "not a check kind"},
 		{name: "check settings without kind", cfg: with(func(c *OriginsConfig) { c.HealthCheck.Interval = time.Second }), key: "health_check.kind", msg: "need a kind"},
 		{name: "a tcp check with a service", cfg: with(func(c *OriginsConfig) { c.HealthCheck = OriginHealthConfig{Kind: "tcp", Service: "x"} }), key: "health_check.kind", msg: "grpc checks only"},
+		{name: "a grpc check with origins tls", cfg: with(func(c *OriginsConfig) {
+			c.TLS = OriginTLSConfig{Enabled: true}
+			c.HealthCheck = OriginHealthConfig{Kind: "grpc", TLS: true}
+		}), key: "health_check.kind", msg: "use kind tcp"},
 		{name: "a check interval too short", cfg: with(func(c *OriginsConfig) { c.HealthCheck = OriginHealthConfig{Kind: "tcp", Interval: time.Millisecond} }), key: "health_check.interval", msg: "below the minimum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

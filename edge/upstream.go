@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
@@ -168,7 +170,7 @@ func (u *upstream) conn(addr string) (*originConn, error) {
 	}
 	maxMsg := wire.HardMaxFrameBytes + 1<<10
 	cc, err := grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(u.credentials(addr)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: 5 * time.Second}),
 		// The hub's enforcement policy allows a ping every 10 s with
@@ -181,6 +183,20 @@ func (u *upstream) conn(addr string) (*originConn, error) {
 	oc := &originConn{u: u, addr: addr, cc: cc, streams: make([]*relayStream, u.e.relayCfg.Streams)}
 	u.conns[addr] = oc
 	return oc, nil
+}
+
+// credentials are those of the connection to addr: TLS with
+// origins.tls, verifying the hub's certificate for server_name, else the
+// origins' name, else the address's IP; plaintext without.
+func (u *upstream) credentials(addr string) credentials.TransportCredentials {
+	if u.e.upTLS == nil {
+		return insecure.NewCredentials()
+	}
+	name := strings.TrimSuffix(u.e.cfg.Origins.Name, ".")
+	if name == "" {
+		name, _, _ = net.SplitHostPort(addr)
+	}
+	return credentials.NewTLS(u.e.upTLS.Config(name)) // server_name, when set, wins
 }
 
 // openStream opens one Relay stream, authenticated with the relay key,

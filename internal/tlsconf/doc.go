@@ -1,5 +1,6 @@
 // Package tlsconf terminates TLS for corral's servers (the hub, and the
-// edge): a certificate and key read from PEM files and reloaded when the
+// edge), and is the client side of the edge's connections to the hubs. A
+// Server is a certificate and key read from PEM files and reloaded when the
 // files change, TLS 1.3 by default, session resumption with tickets whose
 // keys rotate, optional client certificates, and Prometheus metrics of
 // the handshakes, reloads and the certificate's expiry.
@@ -18,6 +19,13 @@
 // still served; it is read again as soon as one of its files changes
 // again. After a rotation the previous ticket_keys-1 keys still open
 // tickets, so a client resumes across rotations.
+//
+// A Client is the other side, for the edge's Relay streams to the hubs:
+// the CAs that verify a server (checked against the files loaded now, so
+// a changed ca_file needs no restart), the server name, an optional client
+// certificate (mutual TLS), reloaded like a Server's files, and a session
+// cache for resumption. NewClient, Load, Run as above; Config gives the
+// *tls.Config of connections to one server name.
 //
 // The package imports nothing of corral but internal/config (for the key
 // paths of its errors).

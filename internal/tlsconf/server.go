@@ -181,8 +181,14 @@ func (s *Server) Load() error {
 
 // stamps returns the current stamps of the files.
 func (s *Server) stamps() [3]fileStamp {
+	return stampFiles(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile)
+}
+
+// stampFiles returns the current stamps of up to three files ("" for
+// none).
+func stampFiles(names ...string) [3]fileStamp {
 	var st [3]fileStamp
-	for i, name := range []string{s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile} {
+	for i, name := range names[:min(len(names), len(st))] {
 		if name == "" {
 			continue
 		}
@@ -222,22 +228,9 @@ func (s *Server) loadLocked(st [3]fileStamp) error {
 
 // read reads and checks the files.
 func (s *Server) read() (*tls.Certificate, *x509.CertPool, error) {
-	certPEM, err := os.ReadFile(s.cfg.CertFile)
+	cert, err := loadPair(s.cfg.CertFile, s.cfg.KeyFile)
 	if err != nil {
-		return nil, nil, config.Errorf("cert_file", "tlsconf: %w", err)
-	}
-	keyPEM, err := os.ReadFile(s.cfg.KeyFile)
-	if err != nil {
-		return nil, nil, config.Errorf("key_file", "tlsconf: %w", err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, nil, config.Errorf("key_file", "tlsconf: %s with %s: %v", s.cfg.KeyFile, s.cfg.CertFile, err)
-	}
-	if cert.Leaf == nil { // GODEBUG x509keypairleaf=0
-		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, nil, config.Errorf("cert_file", "tlsconf: %s: %v", s.cfg.CertFile, err)
-		}
+		return nil, nil, err
 	}
 	var pool *x509.CertPool
 	if s.cfg.ClientCAFile != "" {
@@ -250,7 +243,30 @@ func (s *Server) read() (*tls.Certificate, *x509.CertPool, error) {
 			return nil, nil, config.Errorf("client_ca_file", "tlsconf: %s holds no PEM certificate", s.cfg.ClientCAFile)
 		}
 	}
-	return &cert, pool, nil
+	return cert, pool, nil
+}
+
+// loadPair reads a certificate chain and its key, with the leaf parsed;
+// the errors name the key and the files.
+func loadPair(certFile, keyFile string) (*tls.Certificate, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, config.Errorf("cert_file", "tlsconf: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, config.Errorf("key_file", "tlsconf: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, config.Errorf("key_file", "tlsconf: %s with %s: %v", keyFile, certFile, err)
+	}
+	if cert.Leaf == nil { // GODEBUG x509keypairleaf=0
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, config.Errorf("cert_file", "tlsconf: %s: %v", certFile, err)
+		}
+	}
+	return &cert, nil
 }
 
 // Check loads the files again if one changed (size or modification time)
