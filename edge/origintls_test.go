@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/wire"
 )
@@ -152,11 +153,20 @@ func TestRelayOverTLS(t *testing.T) {
 	}
 }
 
-// TestOriginTLSFilesErrors: a missing ca_file stops Run with an error
-// naming origins.tls.ca_file and the file.
+// TestOriginTLSFilesErrors: the keys of origins.tls as the README spells
+// them decode; a missing ca_file stops Run with an error naming
+// origins.tls.ca_file and the file.
 func TestOriginTLSFilesErrors(t *testing.T) {
-	cfg := testConfig("127.0.0.1:1")
-	cfg.Origins.TLS = OriginTLSConfig{Enabled: true, CAFile: t.TempDir() + "/missing-ca.pem"}
+	var doc struct {
+		Origins OriginsConfig `yaml:"origins"`
+	}
+	text := "origins:\n  static: [127.0.0.1:1]\n  tls:\n    enabled: true\n    ca_file: " + t.TempDir() + "/missing-ca.pem\n" +
+		"    server_name: hubs.corral.test\n    cert_file: c.pem\n    key_file: k.pem\n    min_version: \"1.3\"\n    reload_interval: 5s\n"
+	if err := config.Decode("test.yaml", []byte(text), &doc, config.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Origins = doc.Origins
 	e, err := New(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
