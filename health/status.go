@@ -1,12 +1,12 @@
 package health
 
 import (
-	"encoding/json"
-	"html/template"
-	"mime"
+	"fmt"
 	"net/http"
-	"strings"
+	"strconv"
 	"time"
+
+	"github.com/corralhq/corral/internal/admin"
 )
 
 // StatusJSON is one check on the JSON status page.
@@ -42,63 +42,48 @@ func (s Status) JSON() StatusJSON {
 	return j
 }
 
-// Handler returns the status page of c: an HTML table of every check
-// (name, kind, target, state, since, last error, last latency), or JSON
-// ({"checks": [...]}) when the query has format=json or the request
-// accepts application/json before text/html. Servers mount it on the admin
-// listener, for instance at /health.
+// Handler returns the status page of c (admin.StatusPage, reloading
+// itself every 5 s): an HTML table of every check (name, kind, target,
+// state, since, last error, last latency), or JSON ({"checks": [...]})
+// when the query has format=json or the request accepts application/json
+// before text/html. Servers mount it on the admin listener, for instance
+// at /health.
 func (c *Checker) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		list := c.Status()
-		if wantsJSON(r) {
+	return admin.StatusPage(admin.StatusPageConfig{
+		JSON: func() any {
+			list := c.Status()
 			out := struct {
 				Checks []StatusJSON `json:"checks"`
 			}{Checks: make([]StatusJSON, 0, len(list))}
 			for _, s := range list {
 				out.Checks = append(out.Checks, s.JSON())
 			}
-			w.Header().Set("Content-Type", "application/json")
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(out)
-			return
-		}
-		healthy := 0
-		for _, s := range list {
-			if s.Healthy {
-				healthy++
+			return out
+		},
+		HTML: func() admin.Status {
+			list := c.Status()
+			healthy := 0
+			t := admin.Table{Title: "checks", Columns: []string{"name", "kind", "target", "state", "since", "last probe", "last error", "last latency", "probes"}}
+			for _, s := range list {
+				state := "unhealthy"
+				if s.Healthy {
+					healthy++
+					state = "healthy"
+				}
+				if s.Forced {
+					state += " (forced)"
+				}
+				t.Rows = append(t.Rows, admin.Row{Bad: !s.Healthy, Cells: []string{
+					s.Name, s.Kind, s.Target, state, fmtTime(s.Since), fmtTime(s.LastProbe), s.LastError, fmtLatency(s.LastLatency), strconv.FormatUint(s.Probes, 10)}})
 			}
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = statusPage.Execute(w, struct {
-			Checks         []Status
-			Healthy, Total int
-			Now            time.Time
-		}{list, healthy, len(list), c.now()})
+			return admin.Status{
+				Title:   "health checks",
+				Summary: fmt.Sprintf("%d of %d healthy at %s", healthy, len(list), fmtTime(c.now())),
+				Bad:     healthy < len(list),
+				Tables:  []admin.Table{t},
+			}
+		},
 	})
-}
-
-// wantsJSON reports whether r asks for the JSON form.
-func wantsJSON(r *http.Request) bool {
-	switch r.URL.Query().Get("format") {
-	case "json":
-		return true
-	case "html":
-		return false
-	}
-	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		switch mt {
-		case "application/json":
-			return true
-		case "text/html", "*/*":
-			return false
-		}
-	}
-	return false
 }
 
 func fmtTime(t time.Time) string {
@@ -114,22 +99,3 @@ func fmtLatency(d time.Duration) string {
 	}
 	return d.Round(time.Microsecond).String()
 }
-
-var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
-	"time": fmtTime, "latency": fmtLatency,
-}).Parse(`<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>health checks</title>
-<style>
-body{font-family:sans-serif;margin:1.5em}
-table{border-collapse:collapse}
-td,th{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:left;font-size:90%}
-.healthy{color:#070}.unhealthy{color:#b00;font-weight:bold}
-</style></head><body>
-<h1>health checks</h1>
-<p>{{.Healthy}} of {{.Total}} healthy at {{time .Now}}</p>
-<table>
-<tr><th>name</th><th>kind</th><th>target</th><th>state</th><th>since</th><th>last probe</th><th>last error</th><th>last latency</th><th>probes</th></tr>
-{{range .Checks}}<tr><td>{{.Name}}</td><td>{{.Kind}}</td><td>{{.Target}}</td><td class="{{if .Healthy}}healthy{{else}}unhealthy{{end}}">{{if .Healthy}}healthy{{else}}unhealthy{{end}}{{if .Forced}} (forced){{end}}</td><td>{{time .Since}}</td><td>{{time .LastProbe}}</td><td>{{.LastError}}</td><td>{{latency .LastLatency}}</td><td>{{.Probes}}</td></tr>
-{{end}}</table>
-</body></html>
-`))

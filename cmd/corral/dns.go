@@ -27,8 +27,8 @@ following the health checks of the config. It reloads the config on SIGHUP
 and when the file changes; a config that does not validate is logged with
 its file and line, and the previous zones keep serving.
 
-The admin listener serves /metrics, /healthz, /readyz, /debug/pprof/ and the
-health check status page at /health.`,
+The admin listener serves an index of its pages at /, /metrics, /healthz,
+/readyz, /debug/pprof/ and the health check status page at /health.`,
 		example:   "examples/dns.yaml",
 		envPrefix: "CORRAL_DNS",
 		defaults:  func() *authdns.Config { c := authdns.DefaultConfig(); return &c },
@@ -40,13 +40,10 @@ health check status page at /health.`,
 
 // runDNS serves cfg until ctx ends; path, when set, is watched for reloads.
 func runDNS(ctx context.Context, log *slog.Logger, cfg *authdns.Config, path string) error {
-	reg := admin.NewRegistry()
-	srv, err := authdns.New(cfg, authdns.Options{Registerer: reg, Logger: log})
+	srv, adm, err := newDNSParts(cfg, log)
 	if err != nil {
 		return err
 	}
-	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
-	adm.Handle("/health", srv.Checker().Handler())
 	if path != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -67,4 +64,18 @@ func runDNS(ctx context.Context, log *slog.Logger, cfg *authdns.Config, path str
 		})
 	}
 	return serveWithAdmin(ctx, log, 5*time.Second, adm, lifecycle.Named{Name: "dns", Part: srv})
+}
+
+// newDNSParts builds the DNS server of cfg and its admin listener (metrics
+// of a fresh registry, readiness, the index and the health checks' status
+// page); it opens no socket.
+func newDNSParts(cfg *authdns.Config, log *slog.Logger) (*authdns.Server, *admin.Server, error) {
+	reg := admin.NewRegistry()
+	srv, err := authdns.New(cfg, authdns.Options{Registerer: reg, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log, Title: "corral dns"})
+	adm.Page("/health", "the health checks of the records, reloading itself (?format=json)", srv.Checker().Handler())
+	return srv, adm, nil
 }

@@ -33,8 +33,9 @@ adapts to the handshake latency of the origins and sheds by priority, P0
 last. On SIGTERM the edge drains: GoAway to every session at drain.rate per
 second with jittered retry hints.
 
-The admin listener serves /metrics, /healthz, /readyz (503 while draining)
-and /debug/pprof/.`,
+The admin listener serves an index of its pages at /, the status page at
+/status (reloading itself; ?format=json), /metrics, /healthz, /readyz
+(503 while draining) and /debug/pprof/.`,
 		example:   "examples/edge.yaml",
 		envPrefix: "CORRAL_EDGE",
 		defaults:  func() *edge.Config { c := edge.DefaultConfig(); return &c },
@@ -47,12 +48,24 @@ and /debug/pprof/.`,
 func runEdge(ctx context.Context, log *slog.Logger, cfg *edge.Config, _ string) error {
 	// nbio has one process-wide logger; the binary runs one edge.
 	nbiologging.SetLogger(nbioLog{log: log})
-	reg := admin.NewRegistry()
-	srv, err := edge.New(*cfg, edge.Options{Registerer: reg, Logger: log})
+	srv, adm, err := newEdgeParts(cfg, log)
 	if err != nil {
 		return err
 	}
-	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
 	grace := cmp.Or(cfg.Drain.Deadline, edge.DefaultDrainDeadline)
 	return serveWithAdmin(ctx, log, grace+5*time.Second, adm, lifecycle.Named{Name: "edge", Part: srv})
+}
+
+// newEdgeParts builds the edge of cfg and its admin listener (metrics of a
+// fresh registry, readiness, the index and the status page); it opens no
+// socket.
+func newEdgeParts(cfg *edge.Config, log *slog.Logger) (*edge.Edge, *admin.Server, error) {
+	reg := admin.NewRegistry()
+	srv, err := edge.New(*cfg, edge.Options{Registerer: reg, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log, Title: "corral edge " + srv.NodeID()})
+	adm.Page("GET /status", "this edge's state, reloading itself (?format=json)", edgeStatusPage(srv))
+	return srv, adm, nil
 }

@@ -33,7 +33,9 @@ and every hub on it serves the same history (JetStream). On SIGTERM the hub
 drains: GoAway to every session at drain.rate per second with jittered retry
 hints, then exit when empty or at drain.deadline.
 
-The admin listener serves /metrics, /healthz, /readyz and /debug/pprof/.`,
+The admin listener serves an index of its pages at /, the status page at
+/status (reloading itself; ?format=json), /metrics, /healthz, /readyz and
+/debug/pprof/.`,
 		example:   "examples/hub.yaml",
 		envPrefix: "CORRAL_HUB",
 		defaults:  func() *hub.Config { c := hub.DefaultConfig(); return &c },
@@ -56,13 +58,25 @@ func (l nbioLog) Error(f string, v ...any) { l.log.Warn("nbio: " + fmt.Sprintf(f
 func runHub(ctx context.Context, log *slog.Logger, cfg *hub.Config, _ string) error {
 	// nbio has one process-wide logger; the binary runs one hub.
 	nbiologging.SetLogger(nbioLog{log: log})
-	reg := admin.NewRegistry()
-	srv, err := hub.New(*cfg, hub.Options{Registerer: reg, Logger: log})
+	srv, adm, err := newHubParts(cfg, log)
 	if err != nil {
 		return err
 	}
-	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log})
-	adm.Handle("POST /health/", srv.HealthControl()) // the operator's unhealthy switch
 	grace := cmp.Or(cfg.Drain.Deadline, hub.DefaultDrainDeadline)
 	return serveWithAdmin(ctx, log, grace+5*time.Second, adm, lifecycle.Named{Name: "hub", Part: srv})
+}
+
+// newHubParts builds the hub of cfg and its admin listener (metrics of a
+// fresh registry, readiness, the index and the status page); it opens no
+// socket.
+func newHubParts(cfg *hub.Config, log *slog.Logger) (*hub.Hub, *admin.Server, error) {
+	reg := admin.NewRegistry()
+	srv, err := hub.New(*cfg, hub.Options{Registerer: reg, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log, Title: "corral hub " + srv.NodeID()})
+	adm.Page("GET /status", "this hub's state, reloading itself (?format=json)", hubStatusPage(srv))
+	adm.Handle("POST /health/", srv.HealthControl()) // the operator's unhealthy switch
+	return srv, adm, nil
 }

@@ -1,7 +1,8 @@
 // Package admin is the admin HTTP listener every corral server runs beside
 // its data port: Prometheus metrics on /metrics, liveness on /healthz,
-// readiness on /readyz and the Go profiler under /debug/pprof/. Servers add
-// their own pages (a health-check status page, say) with Handle.
+// readiness on /readyz and the Go profiler under /debug/pprof/, and an
+// index of its pages at /. Servers add their own pages (a status page, say)
+// with Page; StatusPage is the one status page every server renders.
 //
 // The package imports nothing of corral.
 package admin
@@ -9,12 +10,15 @@ package admin
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +67,9 @@ type Options struct {
 	Ready func() error
 	// Logger receives listener errors; nil discards them.
 	Logger *slog.Logger
+	// Title heads the index page at /, for instance "corral hub hub-1";
+	// empty says "corral".
+	Title string
 }
 
 // NewRegistry returns a metrics registry holding the Go runtime and process
@@ -86,7 +93,11 @@ type Server struct {
 	mu      sync.Mutex
 	ln      net.Listener
 	started chan struct{}
+	pages   []indexEntry // listed at /, in the order added
 }
+
+// indexEntry is one page of the index.
+type indexEntry struct{ Path, About string }
 
 // New builds an admin listener; it opens no socket until Run.
 func New(cfg Config, opts Options) *Server {
@@ -97,11 +108,11 @@ func New(cfg Config, opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, opts: opts, mux: http.NewServeMux(), started: make(chan struct{})}
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)}))
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	s.Page("GET /metrics", "Prometheus metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)}))
+	s.Page("GET /healthz", "liveness: ok while the process serves", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
-	})
-	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	}))
+	s.Page("GET /readyz", "readiness: 503 with the reason while not ready or shutting down", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if s.stopping.Load() {
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
 			return
@@ -113,12 +124,13 @@ func New(cfg Config, opts Options) *Server {
 			}
 		}
 		fmt.Fprintln(w, "ready")
-	})
-	s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+	}))
+	s.Page("/debug/pprof/", "the Go profiler", http.HandlerFunc(pprof.Index))
 	s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.mux.HandleFunc("GET /{$}", s.index)
 	s.http = &http.Server{
 		Handler:           s.mux,
 		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, 5*time.Second),
@@ -135,8 +147,68 @@ func New(cfg Config, opts Options) *Server {
 // before the server drains (it implements lifecycle.Stopper).
 func (s *Server) Stopping() { s.stopping.Store(true) }
 
-// Handle adds a page, with the pattern syntax of http.ServeMux.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+// Handle adds a page, with the pattern syntax of http.ServeMux; the index
+// lists it without a description.
+func (s *Server) Handle(pattern string, h http.Handler) { s.Page(pattern, "", h) }
+
+// Page adds a page, with the pattern syntax of http.ServeMux, and lists
+// its path with about on the index at /. A pattern of another method than
+// GET (a control, say) is served but not listed.
+func (s *Server) Page(pattern, about string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	path := pattern
+	if method, p, ok := strings.Cut(pattern, " "); ok {
+		if method != http.MethodGet {
+			return // not a page a browser opens: not listed
+		}
+		path = p
+	}
+	if i := strings.IndexByte(path, '/'); i > 0 { // a host in the pattern
+		path = path[i:]
+	}
+	s.mu.Lock()
+	s.pages = append(s.pages, indexEntry{Path: path, About: about})
+	s.mu.Unlock()
+}
+
+// index serves the list of pages at /, as HTML or (format=json) JSON.
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	pages := append([]indexEntry(nil), s.pages...)
+	s.mu.Unlock()
+	title := cmp.Or(s.opts.Title, "corral")
+	if WantsJSON(r) {
+		type page struct {
+			Path  string `json:"path"`
+			About string `json:"about,omitempty"`
+		}
+		out := struct {
+			Title string `json:"title"`
+			Pages []page `json:"pages"`
+		}{Title: title}
+		for _, p := range pages {
+			out.Pages = append(out.Pages, page(p))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = indexTemplate.Execute(w, struct {
+		Title string
+		Pages []indexEntry
+	}{title, pages})
+}
+
+var indexTemplate = template.Must(template.New("index").Parse(`<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{{.Title}}</title>
+<style>` + pageStyle + `</style></head><body>
+<h1>{{.Title}}</h1>
+<table>
+{{range .Pages}}<tr><td><a href="{{.Path}}">{{.Path}}</a></td><td>{{.About}}</td></tr>
+{{end}}</table>
+</body></html>
+`))
 
 // Run listens and serves until ctx ends or Shutdown is called. With an
 // empty Addr it only waits for ctx.
