@@ -42,10 +42,19 @@ func TestSimTableAndJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("sim: code %d, stderr %q", code, errs)
 	}
-	for _, want := range []string{"scenario small", "overload=errors", "overload=adaptive", "5xx peak", "P0 down s"} {
+	for _, want := range []string{"scenario small", "overload ", "errors", "adaptive", "att fail", "P0 down s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) > 100 {
+			t.Errorf("a line of %d columns: %q", len(l), l)
+		}
+	}
+	code, out, errs = corral(t, "sim", p, "--wide")
+	if code != 0 || !strings.Contains(out, "5xx peak") || !strings.Contains(out, "backlog") {
+		t.Fatalf("sim --wide: code %d, stderr %q:\n%s", code, errs, out)
 	}
 	code, out, errs = corral(t, "sim", p, "--json", "--seed", "7")
 	if code != 0 {
@@ -82,13 +91,16 @@ func TestSimWritesReport(t *testing.T) {
 		t.Fatalf("sim --out: code %d, stderr %q", code, errs)
 	}
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
-	if err != nil || !strings.Contains(string(html), "<svg") {
-		t.Fatalf("report.html missing or without charts: %v", err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, name := range []string{"result.json", "compare-connected.png", "run01-overload-errors-connected.svg"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			t.Errorf("missing %s: %v", name, err)
+	for _, want := range []string{`<figure class="corral-chart">`, "<h2>What was simulated</h2>", "Fleet: 100 k gRPC devices", `<p class="verdict">overload=errors: `, `<p class="verdict">overload=adaptive: `} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("report.html lacks %q", want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "result.json")); err != nil {
+		t.Errorf("missing result.json: %v", err)
 	}
 }
 
@@ -97,5 +109,40 @@ func TestSimRejectsOutcomeField(t *testing.T) {
 	code, _, errs := corral(t, "sim", p)
 	if code == 0 || !strings.Contains(errs, "s.yaml:") || !strings.Contains(errs, "outcome") {
 		t.Fatalf("sim accepted an outcome field: code %d, stderr %q", code, errs)
+	}
+}
+
+// TestSimListsShippedScenarios: with no argument, sim lists every file of
+// scenarios/ with its description, within 100 columns; a shipped name runs
+// the built-in copy from any folder; an unknown name says how to list them.
+func TestSimListsShippedScenarios(t *testing.T) {
+	code, out, errs := corral(t, "sim")
+	if code != 0 {
+		t.Fatalf("sim: code %d, stderr %q", code, errs)
+	}
+	files, err := filepath.Glob(filepath.Join("..", "..", "scenarios", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios/*.yaml: %v", err)
+	}
+	for _, f := range files {
+		if name := strings.TrimSuffix(filepath.Base(f), ".yaml"); !strings.Contains(out, name) {
+			t.Errorf("the list lacks %s:\n%s", name, out)
+		}
+	}
+	if !strings.Contains(out, "region of 10 M connections goes dark") {
+		t.Errorf("the list lacks region-failover's description:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) > 100 {
+			t.Errorf("a line of %d columns: %q", len(l), l)
+		}
+	}
+	code, out, errs = corral(t, "sim", "shuffle-blast", "--scale", "0.01", "--json", "--no-steps")
+	if code != 0 || !strings.Contains(out, `"scenario": "shuffle-blast"`) {
+		t.Errorf("sim shuffle-blast: code %d, stderr %q\n%s", code, errs, out)
+	}
+	code, _, errs = corral(t, "sim", "no-such-scenario")
+	if code == 0 || !strings.Contains(errs, "no shipped scenario of that name (corral sim lists them)") {
+		t.Errorf("sim no-such-scenario: code %d, stderr %q", code, errs)
 	}
 }

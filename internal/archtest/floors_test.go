@@ -25,8 +25,8 @@ func floor(pkg string) (n int, ok bool) {
 	case top == "authdns" || top == "hub" || top == "edge" || top == "client":
 		return 3, true
 	case top == "shard" || top == "limit" || top == "backoff" || top == "health" ||
-		top == "wire" || top == "scenario" || top == "internal":
-		return 4, true
+		top == "wire" || top == "scenario" || top == "scenarios" || top == "internal":
+		return 4, true // scenarios: the shipped scenario files, embedded
 	}
 	return 0, false
 }

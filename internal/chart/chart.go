@@ -38,6 +38,10 @@ type Series struct {
 	// Values holds one value per time of the chart; NaN and infinities are
 	// refused.
 	Values []float64
+	// Missing, when not empty, has one entry per time: true marks a point
+	// without a value (the line has a gap there and the legend shows "-"),
+	// whatever Values holds.
+	Missing []bool
 }
 
 // Chart is one chart: lines over a shared time axis. The zero value has no
@@ -71,8 +75,9 @@ type Chart struct {
 }
 
 // Validate reports the first problem of c's data: no series, a series
-// without a name or with a different number of values than times, a NaN or
-// infinite value, times that do not increase.
+// without a name or with a different number of values (or of Missing
+// marks) than times, a NaN or infinite value not marked missing, times
+// that do not increase.
 func (c *Chart) Validate() error {
 	name := c.Title
 	if name == "" {
@@ -108,7 +113,13 @@ func (c *Chart) Validate() error {
 		if len(s.Values) != len(c.Times) {
 			return fmt.Errorf("chart: chart %q: series %q has %d values for %d times", name, s.Name, len(s.Values), len(c.Times))
 		}
+		if len(s.Missing) != 0 && len(s.Missing) != len(c.Times) {
+			return fmt.Errorf("chart: chart %q: series %q marks %d points missing for %d times", name, s.Name, len(s.Missing), len(c.Times))
+		}
 		for j, v := range s.Values {
+			if len(s.Missing) > 0 && s.Missing[j] {
+				continue
+			}
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("chart: chart %q: series %q: value %d (at time %v) is %v", name, s.Name, j, c.Times[j], v)
 			}
@@ -167,20 +178,24 @@ func Encode(c Chart) ([]byte, error) {
 	}
 	b.Write(js)
 	b.WriteString(`,"data":[`)
-	column := func(vs []float64, format byte, digits int) {
+	column := func(vs []float64, missing []bool, format byte, digits int) {
 		b.WriteByte('[')
 		for i, v := range vs {
 			if i > 0 {
 				b.WriteByte(',')
 			}
+			if len(missing) > 0 && missing[i] {
+				b.WriteString("null")
+				continue
+			}
 			b.Write(strconv.AppendFloat(nil, v, format, digits, 64))
 		}
 		b.WriteByte(']')
 	}
-	column(c.Times, 'f', -1) // exact: Unix times need every digit
+	column(c.Times, nil, 'f', -1) // exact: Unix times need every digit
 	for _, s := range c.Series {
 		b.WriteByte(',')
-		column(s.Values, 'g', 6)
+		column(s.Values, s.Missing, 'g', 6)
 	}
 	b.WriteString("]}")
 	return b.Bytes(), nil

@@ -35,6 +35,7 @@ func TestValidateRefusesBadData(t *testing.T) {
 		{"NaN time", func(c *Chart) { c.Times[0] = math.NaN() }, `time 0 is NaN`},
 		{"reversed view", func(c *Chart) { c.View = [2]float64{5, 1} }, `view 5 to 1 is not a time range`},
 		{"negative height", func(c *Chart) { c.Height = -1 }, `height -1 is negative`},
+		{"missing marks of the wrong length", func(c *Chart) { c.Series[0].Missing = []bool{true} }, `series "all" marks 1 points missing for 3 times`},
 		{"untitled", func(c *Chart) { c.Title = ""; c.Series = nil }, `chart "untitled" has no series`},
 	}
 	for _, tt := range tests {
@@ -79,6 +80,17 @@ func TestEncode(t *testing.T) {
 		`"data":[[0,1,2],[0,1.23457e+08,1.21e+08],[0,1e+07,1.2e+07]]}`
 	if string(got) != want {
 		t.Errorf("Encode:\n got %s\nwant %s", got, want)
+	}
+	c = good()
+	c.Series = c.Series[:1]
+	c.Series[0].Values[1] = math.NaN()
+	c.Series[0].Missing = []bool{false, true, false}
+	got, err = Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"data":[[0,1,2],[0,null,1.21e+08]]}`; !strings.HasSuffix(string(got), want) {
+		t.Errorf("Encode with a missing point: %s, want it to end with %s", got, want)
 	}
 	c = Chart{Format: Percent, Unit: "ignored", Axis: Clock, Times: []float64{1764600000.5}, Series: []Series{{Name: "5xx", Values: []float64{0.38}}}}
 	got, err = Encode(c)

@@ -29,22 +29,17 @@ func ExampleWriteDir() {
 	}
 	dir, _ := os.MkdirTemp("", "simreport")
 	defer os.RemoveAll(dir)
-	paths, err := report.WriteDir(dir, []*sim.Result{s.Run(nil)})
+	paths, err := report.WriteDir(dir, sc, []*sim.Result{s.Run(nil)})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	for _, p := range paths {
-		if filepath.Ext(p) != ".png" { // every chart is also written as PNG
-			fmt.Println(filepath.Base(p))
-		}
+		fmt.Println(filepath.Base(p))
 	}
+	fmt.Println(report.Verdict(s.Result()))
 	// Output:
 	// result.json
-	// run01-base-connected.svg
-	// run01-base-attempts.svg
-	// run01-base-errors.svg
-	// run01-base-5xx.svg
-	// run01-base-origins.svg
 	// report.html
+	// tiny: 100 % of connection attempts failed at the worst step (t = 7 s); at least 1 % failed for 4 s; 67 % of all attempts failed over the run. The busiest origin, o-1, held 100 % of the connections at t = 7 s (an even share is 50 %); the fullest origin reached 100 % of its connection capacity. P0 devices were without a connection 9.6 s on average; the fleet never settled (750 of 1000 devices connected at the end).
 }
