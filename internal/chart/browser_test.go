@@ -1,7 +1,10 @@
 package chart
 
 import (
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -219,4 +222,65 @@ func parseTick(t *testing.T, s string) float64 {
 		return v * 1e9
 	}
 	return v
+}
+
+// TestLiveChartInChromium is the dashboard's path: a page loads the assets
+// from Handler (tags from Links), mounts an empty chart from Encode's JSON
+// and appends points as an SSE handler would; the chart redraws with SI
+// ticks for the new values and keeps at most maxPoints points.
+func TestLiveChartInChromium(t *testing.T) {
+	browser.Need(t)
+	empty, err := Encode(Chart{Title: "Live attempts", Unit: "/s", Axis: Clock, Series: []Series{{Name: "attempts/s"}, {Name: "failed/s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/static/chart/", http.StripPrefix("/static/chart/", Handler()))
+	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("/chart.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(empty)
+	})
+	mux.HandleFunc("/live", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><html><head>%s</head><body><div id="c" style="width:700px"></div><script>
+fetch("/chart.json").then((r) => r.json()).then((doc) => {
+  const h = corralChart.mount(document.getElementById("c"), doc.spec, doc.data);
+  window.live = h;
+  for (let i = 0; i < 50; i++) h.append(1764600000 + i, [2000 * i, i %% 10 === 0 ? null : 30 * i], 40);
+  console.log("appended");
+});
+</script></body></html>`, Links("/static/chart/"))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	p := browser.Open(t, srv.URL+"/live")
+	p.WaitLine(t, "the points appended", func(s string) bool { return s == "appended" })
+	var got struct {
+		Points int    `json:"points"`
+		First  int64  `json:"first"`
+		TicksY string `json:"ticksY"`
+		TicksX string `json:"ticksX"`
+		Width  int    `json:"width"`
+	}
+	p.Eval(t, `new Promise((done) => requestAnimationFrame(() => {
+  const el = document.getElementById("c"), u = window.live.plot;
+  done({ points: u.data[0].length, first: u.data[0][0], ticksY: el.dataset.ticksY || "", ticksX: el.dataset.ticksX || "", width: u.width });
+}))`, &got)
+	if got.Points != 40 || got.First != 1764600010 {
+		t.Errorf("%d points from %d, want the last 40 (from 1764600010)", got.Points, got.First)
+	}
+	ys := strings.Split(got.TicksY, "|")
+	if len(ys) < 3 || ys[len(ys)-1] == "" || !regexp.MustCompile(`^\d+ k/s$`).MatchString(ys[len(ys)-1]) {
+		t.Errorf("y ticks %q, want k/s labels up to about 98 k/s", got.TicksY)
+	}
+	if !regexp.MustCompile(`^\d\d:\d\d:\d\d(\|\d\d:\d\d:\d\d)+$`).MatchString(got.TicksX) {
+		t.Errorf("time ticks %q", got.TicksX)
+	}
+	if got.Width != 700 {
+		t.Errorf("width %d, want the div's 700", got.Width)
+	}
+	if errs := p.Errors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
+	}
 }
