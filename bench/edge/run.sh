@@ -15,6 +15,10 @@
 #          and a process may hold 20,000 here. EDGE_HEAP_PROFILE=FILE saves
 #          the edge's heap profile once the sessions are held (with
 #          EDGE_GODEBUG=memprofilerate=1 it records every allocation).
+#          TLS=1: the devices' sessions are wss, terminated by the edge
+#          (its tls, internal/wsserve's TLS) and by HAProxy (bind ... ssl),
+#          from one self-signed ECDSA P-256 certificate (openssl); the hop
+#          to the hub stays plaintext on both.
 # latency: N subscribers of one channel, first straight on the hub, then
 #          through the edge, in turns; the hub's HTTP publish API sends
 #          MESSAGES messages EVERY apart (default 200 at 50ms: 20 per
@@ -22,7 +26,8 @@
 #          delivery, and the edge's added p50 and p99 beside the direct
 #          ones.
 #
-# Needs: Go, curl, haproxy (installed with apt-get when missing, for idle).
+# Needs: Go, curl, haproxy (installed with apt-get when missing, for idle),
+# openssl with TLS=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,6 +42,9 @@ while [ $# -gt 0 ]; do
 	*) echo "unknown flag $1" >&2; exit 2 ;;
 	esac
 done
+if [ "${TLS:-0}" = 1 ] && [ "$mode" != idle ]; then
+	echo "TLS=1 is for idle only (the latency turns' direct path is the plaintext hub)" >&2; exit 2
+fi
 MESSAGES=${MESSAGES:-200}
 EVERY=${EVERY:-50ms}
 
@@ -80,6 +88,17 @@ session:
   handshake_timeout: 60s
   ping_interval: 10m
 YAML
+TLS=${TLS:-0}
+CLIENT_TLS=""
+HAPROXY_SSL=""
+if [ "$TLS" = 1 ]; then
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=bench.corral.test \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+	cat "$work/cert.pem" "$work/key.pem" >"$work/haproxy.pem"
+	printf 'tls: {cert_file: %s, key_file: %s}\n' "$work/cert.pem" "$work/key.pem" >>"$work/edge.yaml"
+	CLIENT_TLS=-tls
+	HAPROXY_SSL=" ssl crt $work/haproxy.pem ssl-min-ver TLSv1.3 alpn http/1.1"
+fi
 cat >"$work/haproxy.cfg" <<CFG
 global
   maxconn 9800
@@ -90,7 +109,7 @@ defaults
   timeout server 1h
   timeout tunnel 1h
 frontend devices
-  bind $HAPROXY
+  bind $HAPROXY$HAPROXY_SSL
   default_backend hub
 backend hub
   server hub1 $HUB
@@ -118,7 +137,7 @@ wait_line() { # FILE PATTERN
 start_clients() {
 	local addr=$1 n=$2 first=$3 lat=$4 fifo="$work/in.$3"
 	rm -f "$fifo"; mkfifo "$fifo"
-	"$work/hubload" clients -addr "$addr" -n "$n" -first "$first" -token "$TOKEN" -channel bench -lat "$lat" <"$fifo" >"$work/out.$first" 2>&1 &
+	"$work/hubload" clients $CLIENT_TLS -addr "$addr" -n "$n" -first "$first" -token "$TOKEN" -channel bench -lat "$lat" <"$fifo" >"$work/out.$first" 2>&1 &
 	exec {fd}>"$fifo"
 	eval "fd_$first=$fd"
 }
@@ -209,7 +228,7 @@ latency_turn() {
 	stop "$hub_pid"
 }
 
-echo "# $(date -u +%FT%TZ) $(go version) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), N $N"
+echo "# $(date -u +%FT%TZ) $(go version) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), N $N, TLS $TLS"
 if [ "$mode" = idle ] || [ "$mode" = all ]; then
 	if ! command -v haproxy >/dev/null; then
 		sudo=""; [ "$(id -u)" != 0 ] && sudo=sudo

@@ -6,6 +6,7 @@
 // carries the publish time), and prints a summary when its stdin closes.
 //
 //	hubload clients -addr 127.0.0.1:7400 -n 9500 -first 0 -token T -channel bench
+//	hubload clients -tls -addr 127.0.0.1:7470 ...   # wss (no certificate check: loopback benches)
 //	hubload clients -server centrifugo -addr 127.0.0.1:7460 -token T ...   # the same storm against Centrifugo
 //	hubload publish -addr 127.0.0.1:7400 -key K -tenant bench -channel bench -count 20 -every 500ms
 //	hubload merge file...    # latency files written by clients -lat FILE
@@ -16,6 +17,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -80,6 +82,7 @@ type server struct {
 	centrifugo bool
 	protobuf   bool // Centrifugo's protobuf protocol instead of JSON
 	path       string
+	tls        *tls.Config // wss; nil: ws
 }
 
 func dial(srv server, addr string, local net.Addr, timeout time.Duration) (net.Conn, *bufio.Reader, error) {
@@ -87,6 +90,15 @@ func dial(srv server, addr string, local net.Addr, timeout time.Duration) (net.C
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, nil, err
+	}
+	if srv.tls != nil {
+		tc := tls.Client(c, srv.tls)
+		_ = tc.SetDeadline(time.Now().Add(timeout))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, nil, fmt.Errorf("tls: %w", err)
+		}
+		c = tc
 	}
 	var key [16]byte
 	_, _ = rand.Read(key[:])
@@ -381,8 +393,12 @@ func runClients(args []string) error {
 	cfProto := fs.String("centrifugo-protocol", "protobuf", "protobuf or json: Centrifugo's protocol")
 	path := fs.String("path", "", "WebSocket path (default /v1/ws, Centrifugo /connection/websocket)")
 	helloTimeout := fs.Duration("hello-timeout", 10*time.Second, "a Hello (connect) not answered within this is counted lost")
+	useTLS := fs.Bool("tls", false, "wss: TLS 1.3 without certificate verification (a loopback bench server's self-signed certificate)")
 	_ = fs.Parse(args)
 	srv := server{centrifugo: *kind == "centrifugo", protobuf: *cfProto == "protobuf", path: *path}
+	if *useTLS {
+		srv.tls = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}} //nolint:gosec // bench on loopback
+	}
 	if *cfProto != "protobuf" && *cfProto != "json" {
 		return fmt.Errorf("unknown Centrifugo protocol %q", *cfProto)
 	}
