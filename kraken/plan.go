@@ -32,7 +32,30 @@ type plan struct {
 	region         []uint8      // per device: its home region (Config.Regions set)
 	publishes      []publishStream
 	stop           scenario.Stop
+	part           part
 }
+
+// part is the share of a run's devices one agent process drives: device
+// i is agent i mod of's. Alone, a run is part 0 of 1. Each device keeps
+// its number in the whole run, so its tenant, priority, source address,
+// random source and launch time are those it has when one process drives
+// every device.
+type part struct{ index, of int }
+
+// owns reports whether device i is this part's.
+func (p part) owns(i int) bool { return i%p.of == p.index }
+
+// count is the number of this part's devices among the first n.
+func (p part) count(n int) int {
+	if n <= p.index {
+		return 0
+	}
+	return (n-p.index-1)/p.of + 1
+}
+
+// publishes reports whether this part runs the publish streams (one part
+// does, so that each message is published once).
+func (p part) publishes() bool { return p.index == 0 }
 
 type wave struct {
 	at, over time.Duration
@@ -64,7 +87,7 @@ func scaled(n int64, scale float64) int { return int(math.Round(float64(n) * sca
 // builds the plan. A key it cannot run yet is refused with its file and
 // line: never started, never ignored. fileTargets says cfg's targets
 // are the scenario's target.urls (a bad one is refused with its line).
-func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool) (*plan, error) {
+func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool, pt part) (*plan, error) {
 	c := *sc
 	c.WithDefaults()
 	if err := c.Validate(); err != nil {
@@ -128,15 +151,15 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool) (*plan, error)
 	}
 	pl.name, pl.duration, pl.seed, pl.tenants, pl.channels = c.Name, c.Duration, c.Seed, p.Tenants, p.Channels
 	pl.backoff, pl.connectTimeout, pl.stop = c.Client.Backoff, c.Client.ConnectTimeout, c.Stop
-	pl.initial = scaled(p.Initial, c.Scale)
+	pl.initial, pl.part = scaled(p.Initial, c.Scale), pt
 	n := pl.initial
 	for _, a := range c.Traffic.Arrivals {
 		w := wave{at: a.At, over: a.Over, n: scaled(a.Devices, c.Scale)}
 		pl.waves = append(pl.waves, w)
 		n += w.n
 	}
-	if limit := maxDevicesHere(); n > limit {
-		refuse("population.devices", "%d devices at scale %v need a socket each: over this process's file limit (%d usable); lower scale (more agents per run come later)", n, c.Scale, limit)
+	if limit := maxDevicesHere(); pt.count(n) > limit {
+		refuse("population.devices", "%d devices at scale %v need a socket each: %d in this process is over its file limit (%d usable); lower scale, or split the run over more agents (corral kraken run --agents)", n, c.Scale, pt.count(n), limit)
 	}
 	pl.devices = n
 	for _, d := range c.Traffic.Disconnects {

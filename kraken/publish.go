@@ -137,21 +137,29 @@ func (p *publisher) publish(j pubJob) {
 		return
 	}
 	key := "t" + strconv.Itoa(j.tenant) + "/" + channelName(j.ch)
+	p.addP0(key, rep.Epoch, rep.Offset)
+	if p.r.link != nil {
+		p.r.link.p0Acked(key, rep.Epoch, rep.Offset) // the other agents' devices expect it too
+	}
+}
+
+// addP0 keeps an acknowledged P0 offset of channel key ("t0/c0").
+func (p *publisher) addP0(key, epoch string, offset uint64) {
 	p.mu.Lock()
 	l := p.logs[key]
-	if l == nil || l.epoch != rep.Epoch {
-		l = &chanLog{epoch: rep.Epoch}
+	if l == nil || l.epoch != epoch {
+		l = &chanLog{epoch: epoch}
 		p.logs[key] = l
 	}
 	// Replies of concurrent publishes arrive out of order: keep the
 	// offsets sorted.
 	i := len(l.p0)
-	for i > 0 && l.p0[i-1] > rep.Offset {
+	for i > 0 && l.p0[i-1] > offset {
 		i--
 	}
 	l.p0 = append(l.p0, 0)
 	copy(l.p0[i+1:], l.p0[i:])
-	l.p0[i] = rep.Offset
+	l.p0[i] = offset
 	p.mu.Unlock()
 }
 

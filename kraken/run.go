@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,10 @@ import (
 // (which checks everything and does no I/O), then call Run once. It is not
 // safe for concurrent use.
 type Kraken struct {
-	cfg Config
-	pl  *plan
-	ran bool
+	cfg  Config
+	pl   *plan
+	ran  bool
+	link *agentLink // the coordinator of a split run; nil alone
 }
 
 // New checks the scenario and the configuration and returns the run. A
@@ -36,7 +38,7 @@ func New(sc *scenario.Scenario, cfg Config) (*Kraken, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	pl, err := newPlan(sc, cfg, fileTargets)
+	pl, err := newPlan(sc, cfg, fileTargets, part{0, 1})
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +47,7 @@ func New(sc *scenario.Scenario, cfg Config) (*Kraken, error) {
 
 // Devices returns the number of devices the run drives (the scenario's
 // population at its scale).
-func (k *Kraken) Devices() int { return k.pl.devices }
+func (k *Kraken) Devices() int { return k.pl.part.count(k.pl.devices) }
 
 // runner is the state of a run while it goes on.
 type runner struct {
@@ -60,7 +62,9 @@ type runner struct {
 	regionTargets  [][]target // by region of the plan (Config.Regions)
 	resolver       *net.Resolver
 	tokens         [][3]string
-	devices        []*device
+	devices        []*device // this part's, by number
+	link           *agentLink
+	events         int64 // waves, storms and publish streams of the run
 	srcBase        uint32
 	srcN           uint32
 
@@ -158,6 +162,7 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 	r := &runner{
 		cfg: cfg, pl: pl, codec: codec, connectTimeout: pl.connectTimeout,
 		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{}, ended: make(chan struct{}),
+		events: int64(len(pl.waves) + len(pl.storms) + len(pl.publishes)),
 	}
 	r.rec.start.Store(time.Now().Add(100 * 365 * 24 * time.Hour).UnixNano()) // warm-up: outside the series
 	r.latest.Store(-1)
@@ -192,6 +197,9 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 		r.tokens = append(r.tokens, toks)
 	}
 	for i := range pl.devices {
+		if !pl.part.owns(i) {
+			continue
+		}
 		d := &device{r: r, id: int32(i), prio: pl.prio[i], tenant: uint16(i % pl.tenants), storm: -1, pending: -1, chans: make([]chanPos, pl.channels)}
 		d.rnd = devRand{s: pl.seed*0x9e3779b97f4a7c15 + uint64(i)}
 		b, err := backoff.NewBackoff(pl.backoff, &d.rnd)
@@ -204,6 +212,25 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 		}
 		r.devices = append(r.devices, d)
 	}
+	r.rec.res.Storms = pl.stormResults()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.ctx = rctx
+	if r.eng, err = newEngine(cfg.Pollers, cfg.Dialers); err != nil {
+		return nil, err
+	}
+	r.pub = newPublisher(r)
+	if k.link != nil {
+		r.link = k.link
+		k.link.attach(r)
+	}
+	res := r.run(rctx)
+	return res, nil
+}
+
+// stormResults returns the empty results of the plan's storms.
+func (pl *plan) stormResults() []*Storm {
+	var out []*Storm
 	for _, s := range pl.storms {
 		st := newStorm(s.kind, s.at)
 		st.Share, st.Origins, st.ForSeconds = s.share, s.origins, s.dur.Seconds()
@@ -213,17 +240,9 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 		if s.kind == "move" {
 			st.To = pl.regions[s.toRegion]
 		}
-		r.rec.res.Storms = append(r.rec.res.Storms, st)
+		out = append(out, st)
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r.ctx = rctx
-	if r.eng, err = newEngine(cfg.Pollers, cfg.Dialers); err != nil {
-		return nil, err
-	}
-	r.pub = newPublisher(r)
-	res := r.run(rctx)
-	return res, nil
+	return out
 }
 
 // run is the run's timeline: warm-up, the scenario's clock, the end.
@@ -233,10 +252,14 @@ func (r *runner) run(ctx context.Context) *Result {
 	deadline := begin.Add(pl.duration)
 	// Warm-up: the initial devices connect before the scenario's clock
 	// starts (the file places them as a steady state at time 0).
-	go r.launch(ctx, r.devices[:pl.initial], time.Now(), 0)
-	for r.held.Load() < int64(pl.initial)-r.terminalCount() && time.Now().Before(deadline) && ctx.Err() == nil {
+	initial := r.devicesIn(0, pl.initial)
+	go r.launch(ctx, initial, time.Now(), 0, 0, pl.initial)
+	for r.held.Load() < int64(len(initial))-r.terminalCount() && time.Now().Before(deadline) && ctx.Err() == nil {
 		r.progress(time.Now(), "warm-up")
 		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	if r.link != nil {
+		r.link.warm(ctx) // the clock starts when every agent is warm
 	}
 	t0 := time.Now()
 	r.rec.start.Store(t0.UnixNano())
@@ -244,12 +267,13 @@ func (r *runner) run(ctx context.Context) *Result {
 	next := pl.initial
 	var wg sync.WaitGroup
 	for _, w := range pl.waves {
-		devs := r.devices[next : next+w.n]
+		first := next
+		devs := r.devicesIn(first, first+w.n)
 		next += w.n
 		wg.Go(func() {
 			defer r.eventsDone.Add(1)
 			if sleepUntil(ctx, t0.Add(w.at)) {
-				r.launch(ctx, devs, t0.Add(w.at), w.over)
+				r.launch(ctx, devs, t0.Add(w.at), w.over, first, w.n)
 			}
 		})
 	}
@@ -264,10 +288,11 @@ func (r *runner) run(ctx context.Context) *Result {
 	for _, p := range pl.publishes {
 		wg.Go(func() {
 			defer r.eventsDone.Add(1)
-			r.pub.stream(ctx, t0, p)
+			if pl.part.publishes() {
+				r.pub.stream(ctx, t0, p)
+			}
 		})
 	}
-	events := int64(len(pl.waves) + len(pl.storms) + len(pl.publishes))
 	res := r.rec.res
 	res.Stopped = "duration"
 	nextLine := time.Now()
@@ -285,19 +310,17 @@ func (r *runner) run(ctx context.Context) *Result {
 		if !now.Before(end) {
 			break
 		}
-		if pl.stop.MaxAttempts > 0 && r.attempts.Load() >= pl.stop.MaxAttempts {
+		if r.link != nil {
+			// A split run's stop conditions hold over every agent: the
+			// coordinator decides.
+			if why := r.link.stopReason(); why != "" {
+				res.Stopped = why
+				break
+			}
+		} else if pl.stop.MaxAttempts > 0 && r.attempts.Load() >= pl.stop.MaxAttempts {
 			res.Stopped = "max_attempts"
 			break
-		}
-		// Recovered: every event has run to its end (a storm's drops are
-		// all made, so a storm that is firing now cannot be missed), no
-		// held session was lost for a second, no device is recovering,
-		// all are held but the terminal ones.
-		// A second without a session lost lets a server-side close
-		// that is still starting show.
-		if pl.stop.OnRecovery && r.eventsDone.Load() == events && now.Sub(time.Unix(0, r.lastLoss.Load())) >= time.Second &&
-			r.recovering.Load() == 0 && r.launched.Load() == int64(pl.devices) &&
-			r.held.Load() >= int64(pl.devices)-r.terminalCount() {
+		} else if pl.stop.OnRecovery && r.recovered(now) {
 			res.Stopped = "on_recovery"
 			break
 		}
@@ -307,6 +330,9 @@ func (r *runner) run(ctx context.Context) *Result {
 	// flight arrive (bounded by Settle), then every session closes.
 	r.stopped.Store(true)
 	r.pub.stop()
+	if r.link != nil {
+		r.link.p0Settle(time.Now().Add(cfg.Settle)) // the publishing agent's last acknowledgements
+	}
 	wgDone := make(chan struct{})
 	go func() { wg.Wait(); close(wgDone) }()
 	settleEnd := time.Now().Add(cfg.Settle)
@@ -316,7 +342,7 @@ func (r *runner) run(ctx context.Context) *Result {
 	r.finishMessages()
 	res.Held = r.held.Load()
 	res.Seconds = time.Since(t0).Seconds()
-	res.Devices = int64(pl.devices)
+	res.Devices = int64(len(r.devices))
 	r.progress(time.Now(), "end")
 	if cfg.AtEnd != nil {
 		cfg.AtEnd()
@@ -340,17 +366,37 @@ func (r *runner) run(ctx context.Context) *Result {
 	return res
 }
 
+// recovered reports whether the run has recovered at now: every event has
+// run to its end (a storm's drops are all made, so a storm that is firing
+// now cannot be missed), no held session was lost for a second (which
+// lets a server-side close that is still starting show), no device is
+// recovering, all are launched and held but the terminal ones.
+func (r *runner) recovered(now time.Time) bool {
+	return r.eventsDone.Load() == r.events && now.Sub(time.Unix(0, r.lastLoss.Load())) >= time.Second &&
+		r.recovering.Load() == 0 && r.launched.Load() == int64(len(r.devices)) &&
+		r.held.Load() >= int64(len(r.devices))-r.terminalCount()
+}
+
+// devicesIn returns this part's devices numbered in [lo, hi).
+func (r *runner) devicesIn(lo, hi int) []*device {
+	a := sort.Search(len(r.devices), func(i int) bool { return int(r.devices[i].id) >= lo })
+	b := sort.Search(len(r.devices), func(i int) bool { return int(r.devices[i].id) >= hi })
+	return r.devices[a:b]
+}
+
 func (r *runner) terminalCount() int64 {
 	r.rec.mu.Lock()
 	defer r.rec.mu.Unlock()
 	return r.rec.res.Terminal.Total()
 }
 
-// launch starts devs at a constant rate over `over` from start (an open
-// model: each at its own time, whatever the others' fate).
-func (r *runner) launch(ctx context.Context, devs []*device, start time.Time, over time.Duration) {
-	for i, d := range devs {
-		if over > 0 && !sleepUntil(ctx, start.Add(time.Duration(int64(over)*int64(i)/int64(len(devs))))) {
+// launch starts devs, devices of a wave of n numbered from first, at a
+// constant rate over `over` from start (an open model: each at its own
+// time, whatever the others' fate; the time of device first+i is the
+// same in any part).
+func (r *runner) launch(ctx context.Context, devs []*device, start time.Time, over time.Duration, first, n int) {
+	for _, d := range devs {
+		if over > 0 && !sleepUntil(ctx, start.Add(time.Duration(int64(over)*int64(int(d.id)-first)/int64(n)))) {
 			return
 		}
 		if ctx.Err() != nil || r.stopping() {
@@ -406,7 +452,7 @@ func (r *runner) progress(now time.Time, phase string) {
 		fails += c.Total()
 	}
 	line := fmt.Sprintf("kraken: %s held %d/%d attempts %d failures %d recovering %d published %d delivered %d",
-		r.clock(now, phase), r.held.Load(), r.pl.devices, res.Attempts, fails, r.recovering.Load(),
+		r.clock(now, phase), r.held.Load(), len(r.devices), res.Attempts, fails, r.recovering.Load(),
 		res.Messages.Published.Total(), res.Messages.Delivered.Total())
 	r.rec.mu.Unlock()
 	fmt.Fprintln(r.cfg.Progress, line)

@@ -2,6 +2,7 @@ package kraken
 
 import (
 	"errors"
+	"os/exec"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -26,4 +27,13 @@ func maxDevicesHere() int {
 		return 1 << 20
 	}
 	return max(int(rl.Cur)-256, 0)
+}
+
+// setDeathSignal has the kernel kill cmd's process when the process that
+// started it dies, so that a local agent is never orphaned.
+func setDeathSignal(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }

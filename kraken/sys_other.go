@@ -2,7 +2,10 @@
 
 package kraken
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // bindNoPort: the socket option is Linux's; elsewhere the kernel picks
 // the source port at bind() time.
@@ -10,3 +13,7 @@ func bindNoPort(_, _ string, _ syscall.RawConn) error { return nil }
 
 // maxDevicesHere: no file limit is read outside Linux.
 func maxDevicesHere() int { return 1 << 20 }
+
+// setDeathSignal: no parent-death signal outside Linux; the coordinator
+// kills its local agents when it ends.
+func setDeathSignal(_ *exec.Cmd) {}

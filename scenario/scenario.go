@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -275,6 +276,11 @@ func Errorf(path, format string, args ...any) error {
 
 // File returns the name of the file s was read from ("" when it was not).
 func (s *Scenario) File() string { return s.src }
+
+// Source returns a copy of the bytes s was decoded from (nil when it was
+// not read by Load or Decode): what another process decodes to run the
+// same scenario (kraken's agents).
+func (s *Scenario) Source() []byte { return slices.Clone(s.data) }
 
 // decodeError is a config error told in the scenario package's name.
 type decodeError struct{ err error }

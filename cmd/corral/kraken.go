@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -35,6 +37,12 @@ type krakenFlags struct {
 	regions   []string
 	out       string
 	every     time.Duration
+
+	agents     int
+	perAgent   int
+	remote     int
+	nats       string
+	natsListen string
 }
 
 func newKrakenCmd(g *globals) *cobra.Command {
@@ -42,7 +50,7 @@ func newKrakenCmd(g *globals) *cobra.Command {
 		Use:   "kraken",
 		Short: "Hold many real connections and storm a fleet with them (kraken run SCENARIO.yaml)",
 	}
-	cmd.AddCommand(newKrakenRunCmd(g))
+	cmd.AddCommand(newKrakenRunCmd(g), newKrakenAgentCmd(g))
 	return cmd
 }
 
@@ -62,6 +70,15 @@ or pidfile=FILE), origins marked unhealthy (--origin admin=URL: a hub's
 POST /health/unhealthy) and moves of a region's devices (--region
 NAME=URL), until duration or a stop condition. A key it cannot run yet is refused with its
 file and line before anything starts.
+
+Past --devices-per-agent devices (18,000: the file limit here is 20,000),
+or with --agents N, the run is split over agent processes: kraken run
+starts the local ones itself (corral kraken agent) and waits for --remote
+of them to join over NATS from other machines; device i is agent i mod N's
+and keeps its number (its tenant, priority, source address, random draws
+and launch time are those of a one-process run), and the agents' results
+merge exactly. The coordinator and the agents talk over an embedded NATS
+server (--nats-listen) or --nats URL. A dead agent fails the run, naming it.
 
 Session tokens are minted for tenants t0, t1, ... with the HMAC secret of
 the variable --secret-env names; the publish API key comes from
@@ -88,6 +105,55 @@ kraken/README.md) to stdout, or to --out FILE.`,
 	fl.StringArrayVar(&f.regions, "region", nil, "NAME=ws://HOST:PORT/v1/ws: a target of region NAME of the scenario's origins (repeatable; needed by traffic.move and a region's traffic.disconnects)")
 	fl.StringVar(&f.out, "out", "", "write the JSON result to this file instead of stdout")
 	fl.DurationVar(&f.every, "every", time.Second, "period of the progress lines")
+	fl.IntVar(&f.agents, "agents", 0, "agent processes to split the run over (default: as many as --devices-per-agent asks; 1 runs in this process)")
+	fl.IntVar(&f.perAgent, "devices-per-agent", 18_000, "devices one agent process drives at most, when --agents is not given")
+	fl.IntVar(&f.remote, "remote", 0, "agents that join from other machines (corral kraken agent --nats URL); the others start here")
+	fl.StringVar(&f.nats, "nats", "", "NATS URL the coordinator and the agents talk over (default: an embedded server)")
+	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:0", "client address of the embedded NATS server (where remote agents join)")
+	return cmd
+}
+
+func newKrakenAgentCmd(g *globals) *cobra.Command {
+	var ac kraken.AgentConfig
+	var sources string
+	cmd := &cobra.Command{
+		Use:   "agent --nats nats://HOST:4222 [--run ID]",
+		Short: "Join a split kraken run and drive a part of its devices",
+		Long: `kraken agent joins a run of corral kraken run over NATS (the run named by
+--run, or any run waiting for agents), drives the part of the devices it is
+given and sends its result to the coordinator. kraken run starts its local
+agents itself; start this on other machines to spread a run past one
+machine (kraken run --remote N waits for N of them). The agent stops when
+the coordinator orders it, or when the coordinator falls silent.`,
+		Example: `  corral kraken agent --nats nats://10.0.0.5:4222 --sources 10.1.0.0/16`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			nbiologging.SetLogger(nbioLog{log: log})
+			ac.Logger = log
+			if sources != "" {
+				if ac.Sources, err = netip.ParsePrefix(sources); err != nil {
+					return fmt.Errorf("kraken: --sources %q: want a CIDR range", sources)
+				}
+			}
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return kraken.RunAgent(ctx, ac)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&ac.NATS, "nats", "", "NATS URL of the run's coordinator (required)")
+	fl.StringVar(&ac.Run, "run", "", "id of the run to join (default: any run waiting for agents)")
+	fl.StringVar(&ac.Name, "name", "", "the agent's name in the coordinator's messages (default host:pid)")
+	fl.StringVar(&sources, "sources", "", "local address range of this agent's connections (default: the coordinator's)")
+	fl.DurationVar(&ac.JoinTimeout, "join-timeout", 30*time.Second, "how long to look for a run to join")
 	return cmd
 }
 
@@ -132,13 +198,17 @@ func runKraken(ctx context.Context, g *globals, path string, f krakenFlags) erro
 	if err := originFlags(&cfg, f); err != nil {
 		return err
 	}
-	k, err := kraken.New(sc, cfg)
-	if err != nil {
-		return err
-	}
+	var res *kraken.Result
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := k.Run(ctx)
+	if f.agents > 1 || f.remote > 0 || f.nats != "" || (f.agents == 0 && kraken.AgentsFor(kraken.Devices(sc), f.perAgent) > 1) {
+		res, err = runSplit(ctx, g, sc, cfg, f)
+	} else {
+		var k *kraken.Kraken
+		if k, err = kraken.New(sc, cfg); err == nil {
+			res, err = k.Run(ctx)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -152,6 +222,43 @@ func runKraken(ctx context.Context, g *globals, path string, f krakenFlags) erro
 	}
 	_, err = g.stdout.Write(b)
 	return err
+}
+
+// runSplit runs the scenario over agent processes: the local ones are
+// this binary's kraken agent.
+func runSplit(ctx context.Context, g *globals, sc *scenario.Scenario, cfg kraken.Config, f krakenFlags) (*kraken.Result, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("kraken: finding this binary to start agents: %w", err)
+	}
+	// The agents' logs go to stderr beside the progress lines.
+	stderr := &syncWriter{w: g.stderr}
+	cfg.Progress = stderr
+	split := kraken.Split{
+		Agents: f.agents, DevicesPerAgent: f.perAgent, Remote: f.remote, NATS: f.nats, NATSListen: f.natsListen,
+		Command: func(url, run string) *exec.Cmd {
+			cmd := exec.Command(exe, "kraken", "agent", "--nats", url, "--run", run, "--log-level", g.logLevel, "--log-format", g.logFormat)
+			cmd.Stderr = stderr
+			return cmd
+		},
+	}
+	c, err := kraken.NewCoordinator(sc, cfg, split)
+	if err != nil {
+		return nil, err
+	}
+	return c.Run(ctx)
+}
+
+// syncWriter serialises writes from the coordinator and its agents.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // drainPIDs returns a mass close that sends SIGTERM to the next processes

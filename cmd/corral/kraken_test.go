@@ -1,10 +1,22 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
+
+// TestMain runs the test binary as corral itself when a test's command
+// started it as such (corral kraken run starting its local agents with
+// os.Executable).
+func TestMain(m *testing.M) {
+	if os.Getenv("CORRAL_TEST_AS_CORRAL") == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 const krakenScenario = `name: cli-small
 duration: 20s
@@ -57,7 +69,7 @@ func TestKrakenRun(t *testing.T) {
 func TestKrakenRefusesBeforeStart(t *testing.T) {
 	p := writeScenario(t, smallScenario)
 	t.Setenv("CORRAL_DEV_SECRET", exampleSecret)
-	code, _, errOut := corral(t, "kraken", "run", p, "--target", "ws://127.0.0.1:9/v1/ws", "--secret-env", "CORRAL_DEV_SECRET")
+	code, _, errOut := corral(t, "kraken", "run", p, "--target", "ws://127.0.0.1:9/v1/ws", "--secret-env", "CORRAL_DEV_SECRET", "--agents", "1")
 	if code == 0 {
 		t.Fatal("kraken run accepted a scenario it cannot run")
 	}
@@ -65,5 +77,38 @@ func TestKrakenRefusesBeforeStart(t *testing.T) {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
+	}
+}
+
+// TestKrakenRunSplit: corral kraken run --agents 2 starts two local
+// agent processes (corral kraken agent), and its result is theirs merged:
+// the 20 sessions held, the 10 dropped back.
+func TestKrakenRunSplit(t *testing.T) {
+	h := startExampleHub(t, "", t.TempDir())
+	defer h.stop(t)
+	t.Setenv("CORRAL_DEV_SECRET", exampleSecret)
+	t.Setenv("CORRAL_TEST_AS_CORRAL", "1") // the agents this test binary starts run as corral
+	code, out, errOut := corral(t, "kraken", "run", writeScenario(t, krakenScenario), "--agents", "2",
+		"--target", "ws://"+h.addr+"/v1/ws", "--secret-env", "CORRAL_DEV_SECRET", "--kid", "dev")
+	if code != 0 {
+		t.Fatalf("kraken run --agents 2: exit %d, stderr %s", code, errOut)
+	}
+	var res struct {
+		Agents  int    `json:"agents"`
+		Devices int64  `json:"devices"`
+		Held    int64  `json:"held"`
+		Stopped string `json:"stopped"`
+		Storms  []struct {
+			Dropped, Back int64
+		} `json:"storms"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("result is not JSON: %v\n%s", err, out)
+	}
+	if res.Agents != 2 || res.Devices != 20 || res.Held != 20 || res.Stopped != "on_recovery" || len(res.Storms) != 1 || res.Storms[0].Dropped != 10 || res.Storms[0].Back != 10 {
+		t.Errorf("result %+v, want 2 agents, 20 devices held, stopped on_recovery, 10 dropped and back", res)
+	}
+	if !strings.Contains(errOut, "over 2 agents (2 started here)") {
+		t.Errorf("no line announcing the split on stderr:\n%s", errOut)
 	}
 }

@@ -1,0 +1,221 @@
+package kraken
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/hub"
+)
+
+// TestMain runs the test binary as a kraken agent when a test started it
+// as one (Split.Command below).
+func TestMain(m *testing.M) {
+	if url := os.Getenv("KRAKEN_TEST_AGENT_NATS"); url != "" {
+		err := RunAgent(context.Background(), AgentConfig{NATS: url, Run: os.Getenv("KRAKEN_TEST_AGENT_RUN")})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// agentCommands is a Split.Command that starts this test binary as an
+// agent and keeps every command it made.
+type agentCommands struct {
+	mu   sync.Mutex
+	cmds []*exec.Cmd
+	errs bytes.Buffer
+}
+
+func (a *agentCommands) command(url, run string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KRAKEN_TEST_AGENT_NATS="+url, "KRAKEN_TEST_AGENT_RUN="+run)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cmd.Stderr = &lockedWriter{mu: &a.mu, w: &a.errs}
+	a.cmds = append(a.cmds, cmd)
+	return cmd
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+const splitScenario = `
+name: split
+duration: 30s
+population:
+  devices: 200
+  initial: 200
+  protocol: websocket
+  tenants: 2
+  priorities: [{name: P0, share: 0.4}, {name: P2, share: 0.6}]
+dns: {policy: multivalue}
+origins: [{name: hub, headroom: 2, max_new_per_second: 1000}]
+client:
+  backoff: {policy: full, base: 50ms, cap: 500ms}
+traffic:
+  publish:
+    - {at: 0s, for: 1s, priority: P0, per_second: 10}
+  disconnects:
+    - {at: 1500ms, share: 0.5}
+stop: {on_recovery: true}
+`
+
+// TestSplitMatchesOneProcess: the same run in one process and split over
+// two agent processes counts the same sessions and messages; the merged
+// histograms are exactly the merge of the agents' own.
+func TestSplitMatchesOneProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two runs against a hub, one over two agent processes")
+	}
+	h := startHub(t, hub.Options{})
+	cfg := Config{Targets: []string{h.url()}, Token: testToken(testSecret), PublishURL: "http://" + h.Addr().String(), APIKey: testAPIKey}
+	one := runScenario(t, loadScenario(t, "split.yaml", splitScenario), cfg)
+
+	var ac agentCommands
+	cfg.Progress = testWriter{t}
+	c, err := NewCoordinator(loadScenario(t, "split.yaml", splitScenario), cfg, Split{Agents: 2, Command: ac.command})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	two, err := c.Run(ctx)
+	if err != nil {
+		t.Fatalf("split run: %v\nagents' stderr:\n%s", err, ac.errs.String())
+	}
+	if len(ac.cmds) != 2 {
+		t.Fatalf("%d agent processes started, want 2", len(ac.cmds))
+	}
+	for _, cmd := range ac.cmds {
+		if cmd.ProcessState == nil {
+			t.Errorf("agent process %d still running after the run", cmd.Process.Pid)
+		}
+	}
+	type counts struct {
+		Devices, Held, Welcomes, Dropped, Back int64
+		Published, DeliveredP0, P0Exp, P0Lost  int64
+		Gaps                                   int64
+		Stopped                                string
+	}
+	of := func(r *Result) counts {
+		var w int64
+		for _, c := range r.Welcomes {
+			w += c.Total()
+		}
+		return counts{r.Devices, r.Held, w, r.Storms[0].Dropped, r.Storms[0].Back,
+			r.Messages.Published.Total(), r.Messages.Delivered["p0"], r.Messages.P0Expected, r.Messages.P0Lost,
+			r.Resumes.Gaps, r.Stopped}
+	}
+	if a, b := of(one), of(two); a != b {
+		t.Errorf("one process %+v\ntwo agents  %+v\nwant the same counts", a, b)
+	}
+	if want := (counts{Devices: 200, Held: 200, Dropped: 100, Back: 100, Published: 10, DeliveredP0: 1000, P0Exp: 1000, Stopped: "on_recovery"}); of(two).Devices != want.Devices ||
+		of(two).Held != want.Held || of(two).Dropped != want.Dropped || of(two).Back != want.Back || of(two).Published != want.Published ||
+		of(two).DeliveredP0 != want.DeliveredP0 || of(two).P0Exp != want.P0Exp || of(two).P0Lost != 0 || of(two).Stopped != want.Stopped {
+		t.Errorf("split run %+v, want %+v", of(two), want)
+	}
+	parts := c.Parts()
+	if two.Agents != 2 || len(parts) != 2 || parts[0].Devices != 100 || parts[1].Devices != 100 {
+		t.Fatalf("agents %d, parts %d, want 2 of 100 devices each", two.Agents, len(parts))
+	}
+	// The merge is exact: the agents' results merged here (through JSON,
+	// as they travelled) equal the coordinator's merged result.
+	var again *Result
+	for _, p := range parts {
+		b, _ := json.Marshal(p)
+		var r Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		if again == nil {
+			again = &r
+		} else if err := again.Merge(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ja, _ := json.Marshal(again.Latency)
+	jb, _ := json.Marshal(two.Latency)
+	if !bytes.Equal(ja, jb) {
+		t.Errorf("merged latency histograms differ from the merge of the parts:\n%s\n%s", ja, jb)
+	}
+	if n := parts[0].Latency.Welcome.Count() + parts[1].Latency.Welcome.Count(); two.Latency.Welcome.Count() != n || n != of(two).Welcomes {
+		t.Errorf("welcome histogram holds %d, the parts %d, welcomes %d", two.Latency.Welcome.Count(), n, of(two).Welcomes)
+	}
+}
+
+// TestDeadAgentIsReported: an agent process killed in the middle of a
+// run fails the run at once with an error naming it; the other agent is
+// stopped, not left behind.
+func TestDeadAgentIsReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a split run against a hub")
+	}
+	h := startHub(t, hub.Options{})
+	running := make(chan struct{})
+	var once sync.Once
+	progress := writerFunc(func(p []byte) (int, error) {
+		if strings.Contains(string(p), "kraken: t=") {
+			once.Do(func() { close(running) })
+		}
+		return len(p), nil
+	})
+	sc := loadScenario(t, "dead.yaml", strings.Replace(splitScenario, "stop: {on_recovery: true}\n", "", 1))
+	var ac agentCommands
+	c, err := NewCoordinator(sc, Config{Targets: []string{h.url()}, Token: testToken(testSecret), PublishURL: "http://" + h.Addr().String(),
+		APIKey: testAPIKey, Progress: progress, ProgressEvery: 100 * time.Millisecond}, Split{Agents: 2, Command: ac.command})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Run(ctx)
+		errc <- err
+	}()
+	select {
+	case <-running:
+	case err := <-errc:
+		t.Fatalf("the run ended before its clock started: %v\n%s", err, ac.errs.String())
+	}
+	ac.mu.Lock()
+	victim := ac.cmds[1]
+	ac.mu.Unlock()
+	if err := victim.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	err = <-errc
+	t.Logf("Run: %v", err)
+	want := fmt.Sprintf(":%d) exited before its result: signal: killed", victim.Process.Pid)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "kraken: agent ") {
+		t.Fatalf("Run = %v, want an error naming agent process %d", err, victim.Process.Pid)
+	}
+	for _, cmd := range ac.cmds {
+		if cmd.ProcessState == nil {
+			t.Errorf("agent process %d left running", cmd.Process.Pid)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
