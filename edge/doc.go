@@ -28,5 +28,11 @@
 // limit, which severs sessions of the lowest priorities first and leaves
 // P0 alone until its lifeboat stage.
 //
+// TLS (internal/tlsconf): with Config.TLS both device listeners serve TLS
+// (wss and grpcs) from one certificate, reloaded when its files change,
+// with session tickets under rotating keys; with OriginsConfig.TLS the
+// Relay streams to the hubs are TLS, the hubs' certificates checked
+// against a CA file and name, with an optional client certificate.
+//
 // An Edge is safe for concurrent use.
 package edge

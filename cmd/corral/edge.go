@@ -33,6 +33,11 @@ adapts to the handshake latency of the origins and sheds by priority, P0
 last. On SIGTERM the edge drains: GoAway to every session at drain.rate per
 second with jittered retry hints.
 
+With tls (cert_file, key_file) both device listeners serve TLS (wss and
+grpcs), the files reloaded when they change; with origins.tls the Relay
+streams to the hubs are TLS (ca_file, server_name, and cert_file and
+key_file for hubs that require a client certificate).
+
 The admin listener serves an index of its pages at /, the status page at
 /status (reloading itself; ?format=json), /metrics, /healthz, /readyz
 (503 while draining) and /debug/pprof/.`,
