@@ -94,7 +94,7 @@ func TestSimWritesReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`<figure class="corral-chart">`, "<h2>What was simulated</h2>", "Fleet: 100 k gRPC devices", `<p class="verdict">overload=errors: `, `<p class="verdict">overload=adaptive: `} {
+	for _, want := range []string{`<figure class="corral-chart">`, "<h2>What was simulated</h2>", "Fleet: 100 k gRPC devices", "Sweep (one run per combination, each replacing the value above): overload errors, adaptive.", `<p class="verdict">overload=errors: `, `<p class="verdict">overload=adaptive: `} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("report.html lacks %q", want)
 		}

@@ -89,7 +89,7 @@ func WriteHTML(w io.Writer, sc *scenario.Scenario, rs []*sim.Result) error {
 	}
 	if sc != nil {
 		p.Description = sc.Description
-		p.Setup = Describe(sc, rs[0].Devices)
+		p.Setup = Describe(sc, rs)
 	}
 	for _, r := range rs {
 		p.Verdicts = append(p.Verdicts, Verdict(r))

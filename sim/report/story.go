@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,8 +67,13 @@ func Verdict(r *sim.Result) string {
 }
 
 // Describe says what was simulated: the fleet, its origins and clients,
-// the scheduled events and the sweep, one line each.
-func Describe(sc *scenario.Scenario, devices int64) []string {
+// the scheduled events and the sweep (read from the runs' variant names),
+// one line each.
+func Describe(sc *scenario.Scenario, rs []*sim.Result) []string {
+	var devices int64
+	if len(rs) > 0 {
+		devices = rs[0].Devices
+	}
 	var out []string
 	p := sc.Population
 	var prios []string
@@ -162,24 +168,36 @@ func Describe(sc *scenario.Scenario, devices int64) []string {
 		ev = append(ev, "none scheduled")
 	}
 	out = append(out, fmt.Sprintf("Event (%s simulated in steps of %s): %s.", dd(sc.Duration), dd(sc.Step), strings.Join(ev, "; ")))
-	var sweep []string
-	if v := sc.Sweep.Backoff; len(v) > 0 {
-		sweep = append(sweep, "backoff "+strings.Join(v, ", "))
-	}
-	if v := sc.Sweep.Overload; len(v) > 0 {
-		sweep = append(sweep, "overload "+strings.Join(v, ", "))
-	}
-	if v := sc.Sweep.OriginCount; len(v) > 0 {
-		var ns []string
-		for _, n := range v {
-			ns = append(ns, strconv.Itoa(n))
-		}
-		sweep = append(sweep, "number of "+sc.Origins[0].Name+" origins "+strings.Join(ns, ", "))
-	}
-	if len(sweep) > 0 {
-		out = append(out, "Sweep (one run per combination; each run replaces the values above): "+strings.Join(sweep, "; ")+".")
+	if sweep := sweepOf(rs); sweep != "" {
+		out = append(out, "Sweep (one run per combination, each replacing the value above): "+sweep+".")
 	}
 	return out
+}
+
+// sweepOf lists the values each sweep key takes over the runs, in order:
+// "dns weighted, multivalue; origins 6, 2".
+func sweepOf(rs []*sim.Result) string {
+	var keys []string
+	vals := map[string][]string{}
+	for _, r := range rs {
+		for _, part := range strings.Fields(r.Variant) {
+			k, v, ok := strings.Cut(part, "=")
+			if !ok {
+				continue
+			}
+			if _, seen := vals[k]; !seen {
+				keys = append(keys, k)
+			}
+			if !slices.Contains(vals[k], v) {
+				vals[k] = append(vals[k], v)
+			}
+		}
+	}
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+" "+strings.Join(vals[k], ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func scale(sc *scenario.Scenario) float64 {
