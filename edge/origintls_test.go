@@ -178,3 +178,35 @@ func TestOriginTLSFilesErrors(t *testing.T) {
 		t.Fatalf("Run with a missing ca_file: %v", err)
 	}
 }
+
+// TestRelayTLSServerName: the name the hubs' certificates must hold is
+// server_name, else the origins' DNS name (without its final dot), else
+// the IP of a static address.
+func TestRelayTLSServerName(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		origins OriginsConfig
+		addr    string
+		want    string
+	}{
+		{"the origins' name", OriginsConfig{Name: "hubs.corral.test.", Port: 7401, Resolver: "127.0.0.1:5353"}, "127.0.0.7:7401", "hubs.corral.test"},
+		{"a static address", OriginsConfig{Static: []string{"127.0.0.7:7401"}}, "127.0.0.7:7401", "127.0.0.7"},
+		{"a static IPv6 address", OriginsConfig{Static: []string{"[::1]:7401"}}, "[::1]:7401", "::1"},
+		{"server_name over the name", OriginsConfig{Name: "hubs.corral.test", Port: 7401, Resolver: "127.0.0.1:5353",
+			TLS: OriginTLSConfig{ServerName: "hub.internal"}}, "127.0.0.7:7401", "hub.internal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Origins = tc.origins
+			cfg.Origins.TLS.Enabled = true
+			e, err := New(cfg, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			//lint:ignore SA1019 ServerName is the name of the TLS configuration, what this checks
+			if got := e.up.credentials(tc.addr).Info().ServerName; got != tc.want {
+				t.Fatalf("server name %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
