@@ -213,6 +213,9 @@ func (oc *originConn) openStream() (*relayStream, error) {
 	rs := &relayStream{oc: oc, stream: st, cancel: cancel, sessions: make(map[uint64]*session)}
 	rs.sendCond = sync.NewCond(&rs.sendMu)
 	e.metrics.relayStreams.WithLabelValues(oc.addr).Inc()
+	// The origin's failure count exists from its first stream, at zero, so
+	// that rate() and alerts over it have a series before the first failure.
+	e.metrics.streamFailures.WithLabelValues(oc.addr)
 	go rs.recvLoop()
 	go rs.sendLoop()
 	return rs, nil
