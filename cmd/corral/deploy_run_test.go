@@ -193,9 +193,12 @@ func scrapeDeployed(t *testing.T, d *deployFiles) map[string]bool {
 	if _, err := c.Publish(ctx, "news.eu", client.PriorityP0, []byte("deployed"), ""); err != nil {
 		t.Fatal(err)
 	}
-	for ev := range c.Events() {
-		if ev.Kind == client.EventMessage {
-			break
+	for got := false; !got; {
+		select {
+		case ev := <-c.Events():
+			got = ev.Kind == client.EventMessage
+		case <-ctx.Done():
+			t.Fatal("the published message did not come back through the edge")
 		}
 	}
 	q := new(dns.Msg)
