@@ -196,7 +196,7 @@ func (u *upstream) credentials(addr string) credentials.TransportCredentials {
 	if name == "" {
 		name, _, _ = net.SplitHostPort(addr)
 	}
-	return credentials.NewTLS(u.e.upTLS.Config(name)) // server_name, when set, wins
+	return credentials.NewTLS(u.e.upTLS.Config(addr, name)) // server_name, when set, wins
 }
 
 // openStream opens one Relay stream, authenticated with the relay key,

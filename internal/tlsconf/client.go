@@ -77,7 +77,7 @@ func (c ClientConfig) Validate() error {
 // Client holds the TLS state of the client side of one process: the CA
 // pool that verifies servers and the optional client certificate, read
 // from files and replaced when they change, and a session cache so that
-// reconnections resume. Config gives a *tls.Config per server name; its
+// reconnections resume. Config gives a *tls.Config per server; its
 // handshakes always use the current files, so a reload never touches an
 // open connection. Create it with NewClient, Load the files, then Run it
 // for the reloads. Its methods are safe for concurrent use.
@@ -142,18 +142,22 @@ func NewClient(cfg ClientConfig, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Config returns the configuration of connections to one server: its
-// certificate must chain to the current CAs and hold the configured
-// server_name, or name when server_name is empty (a DNS name or an IP
-// address). The client certificate, when configured, is the current one.
-// Reconnections resume through the Client's session cache. The value may
-// be cloned (grpc's credentials.NewTLS does) and stays current.
-func (c *Client) Config(name string) *tls.Config {
+// Config returns the configuration of connections to the server at addr
+// (host:port): its certificate must chain to the current CAs and hold the
+// configured server_name, or name when server_name is empty (a DNS name
+// or an IP address). The client certificate, when configured, is the
+// current one. Reconnections to addr resume through the Client's session
+// cache, whose entries are per address: crypto/tls keys them by server
+// name, which servers behind one DNS name share while each process seals
+// tickets with keys of its own, so one entry per name would hand each
+// server the last other one's ticket. The value may be cloned (grpc's
+// credentials.NewTLS does) and stays current.
+func (c *Client) Config(addr, name string) *tls.Config {
 	name = cmp.Or(c.cfg.ServerName, name)
 	return &tls.Config{
 		MinVersion:         c.version,
 		ServerName:         name,
-		ClientSessionCache: c.cache,
+		ClientSessionCache: addrCache{addr: addr, c: c.cache},
 		// The chain is verified by verify against the CAs loaded now, so
 		// that a changed ca_file applies without a restart: crypto/tls's
 		// own check would keep the pool of this value (and of every copy
@@ -163,6 +167,17 @@ func (c *Client) Config(name string) *tls.Config {
 		GetClientCertificate: c.clientCertificate,
 	}
 }
+
+// addrCache is the Client's session cache seen from connections to addr.
+type addrCache struct {
+	addr string
+	c    tls.ClientSessionCache
+}
+
+func (a addrCache) Get(key string) (*tls.ClientSessionState, bool) {
+	return a.c.Get(a.addr + " " + key)
+}
+func (a addrCache) Put(key string, cs *tls.ClientSessionState) { a.c.Put(a.addr+" "+key, cs) }
 
 // verify checks the server's chain against the current CAs and name.
 func (c *Client) verify(name string, cs tls.ConnectionState) error {

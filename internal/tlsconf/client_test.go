@@ -66,7 +66,7 @@ func TestClientVerifies(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := newClient(t, tlsconf.ClientConfig{CAFile: ca, ReloadInterval: time.Hour}, reg)
 
-	first, err := dialErr(addr, c.Config(testName))
+	first, err := dialErr(addr, c.Config(addr, testName))
 	if err != nil {
 		t.Fatalf("a server of ca_file: %v", err)
 	}
@@ -74,7 +74,7 @@ func TestClientVerifies(t *testing.T) {
 	if first.ConnectionState().DidResume {
 		t.Fatal("the first handshake resumed")
 	}
-	second, err := dialErr(addr, c.Config(testName))
+	second, err := dialErr(addr, c.Config(addr, testName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestClientVerifies(t *testing.T) {
 		t.Errorf("resumed handshakes %v, want 1", n)
 	}
 
-	if err := refused(addr, c.Config("elsewhere.corral.test")); err == nil || !strings.Contains(err.Error(), "elsewhere.corral.test") ||
+	if err := refused(addr, c.Config(addr, "elsewhere.corral.test")); err == nil || !strings.Contains(err.Error(), "elsewhere.corral.test") ||
 		!strings.Contains(err.Error(), "not trusted") {
 		t.Errorf("another name: %v, want an error naming it", err)
 	}
@@ -97,7 +97,7 @@ func TestClientVerifies(t *testing.T) {
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
-	err = refused(addr, c.Config(testName))
+	err = refused(addr, c.Config(addr, testName))
 	if err == nil || !strings.Contains(err.Error(), "ca_file "+ca) || !strings.Contains(err.Error(), "unknown authority") {
 		t.Errorf("a server of another CA: %v, want an error naming ca_file and the unknown authority", err)
 	}
@@ -114,8 +114,31 @@ func TestClientVerifies(t *testing.T) {
 	if n := counter(t, reg, "test_client_tls_reloads_total", "error"); n != 1 {
 		t.Errorf("reload errors %v, want 1", n)
 	}
-	if err := refused(addr, c.Config(testName)); err == nil {
+	if err := refused(addr, c.Config(addr, testName)); err == nil {
 		t.Error("after a broken ca_file the good CA came back")
+	}
+}
+
+// TestClientResumesPerServer: two servers behind one name, each with
+// ticket keys of its own: after a connection to the second, a connection
+// to the first still resumes with the first one's ticket.
+func TestClientResumesPerServer(t *testing.T) {
+	p := newPair(t, "both")
+	a := serve(t, &tls.Config{Certificates: []tls.Certificate{p.tlsCert()}, MinVersion: tls.VersionTLS13})
+	b := serve(t, &tls.Config{Certificates: []tls.Certificate{p.tlsCert()}, MinVersion: tls.VersionTLS13})
+	c := newClient(t, tlsconf.ClientConfig{CAFile: writeFile(t, t.TempDir(), "ca.pem", p.certPEM)}, nil)
+	for i, step := range []struct {
+		addr   string
+		resume bool
+	}{{a, false}, {b, false}, {a, true}, {b, true}} {
+		conn, err := dialErr(step.addr, c.Config(step.addr, testName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := conn.ConnectionState().DidResume; got != step.resume {
+			t.Errorf("connection %d: resumed %v, want %v", i, got, step.resume)
+		}
+		conn.Close()
 	}
 }
 
@@ -139,13 +162,13 @@ func TestClientCertificate(t *testing.T) {
 	ca := writeFile(t, dir, "ca.pem", srv.certPEM)
 
 	none := newClient(t, tlsconf.ClientConfig{CAFile: ca}, nil)
-	if err := refused(addr, none.Config(testName)); err == nil {
+	if err := refused(addr, none.Config(addr, testName)); err == nil {
 		t.Fatal("a client without a certificate was let in")
 	}
 
 	certFile, keyFile := writePair(t, dir, one)
 	c := newClient(t, tlsconf.ClientConfig{CAFile: ca, CertFile: certFile, KeyFile: keyFile, ReloadInterval: time.Hour}, nil)
-	conn, err := dialErr(addr, c.Config(testName))
+	conn, err := dialErr(addr, c.Config(addr, testName))
 	if err != nil {
 		t.Fatalf("with the client certificate: %v", err)
 	}
@@ -159,7 +182,7 @@ func TestClientCertificate(t *testing.T) {
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
-	cfg := c.Config(testName)
+	cfg := c.Config(addr, testName)
 	cfg.ClientSessionCache = nil // a full handshake: a resumed one sends no certificate
 	conn, err = dialErr(addr, cfg)
 	if err != nil {

@@ -25,7 +25,8 @@
 // a changed ca_file needs no restart), the server name, an optional client
 // certificate (mutual TLS), reloaded like a Server's files, and a session
 // cache for resumption. NewClient, Load, Run as above; Config gives the
-// *tls.Config of connections to one server name.
+// *tls.Config of connections to one server (address and name; session
+// cache entries are per address).
 //
 // The package imports nothing of corral but internal/config (for the key
 // paths of its errors).
