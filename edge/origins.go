@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral/backoff"
 	"github.com/corralhq/corral/health"
+	"github.com/corralhq/corral/pick"
 	"github.com/corralhq/corral/shard"
 )
 
@@ -249,7 +250,8 @@ func (s *Origins) first(list []*Origin, now int64) *Origin {
 }
 
 // p2c draws two distinct usable origins of list uniformly and returns the
-// less loaded, the first drawn on a tie.
+// less loaded, the first drawn on a tie (pick.TwoChoices, the draw sim
+// models).
 func (s *Origins) p2c(list []*Origin, now int64) *Origin {
 	k := 0
 	for _, o := range list {
@@ -276,19 +278,7 @@ func (s *Origins) p2c(list []*Origin, now int64) *Origin {
 		}
 		return list[i%len(list)] // only when an origin changed state between the scans
 	}
-	if k == 1 {
-		return nth(0)
-	}
-	i := s.intn(k)
-	j := s.intn(k - 1)
-	if j >= i {
-		j++
-	}
-	a, b := nth(i), nth(j)
-	if b.Load() < a.Load() {
-		return b
-	}
-	return a
+	return nth(pick.TwoChoices(k, func(i int) int64 { return nth(i).Load() }, s.intn))
 }
 
 // intn returns a uniform integer in [0, n), n > 0.

@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -13,7 +12,6 @@ import (
 	"io"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +20,6 @@ import (
 
 	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/internal/testkit"
-	"github.com/corralhq/corral/wire"
 )
 
 // edgeTLSName is the server name of the edge's test certificates.
@@ -268,58 +265,5 @@ func TestTLSFilesErrors(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestWSSBoundsBeforeUpstream: over wss the edge's frame checks run on the
-// plaintext as on plain TCP: a Hello is welcomed, then an unmasked frame
-// closes the session with 1002; a bare wss connection that breaks the
-// framing before Hello opens nothing at the hub.
-func TestWSSBoundsBeforeUpstream(t *testing.T) {
-	pair := newPair(t, edgeTLSName, "edge")
-	certFile, keyFile := pair.write(t, t.TempDir(), time.Now())
-	th := startHub(t, nil)
-	te := startEdge(t, func(c *Config) { c.TLS = TLSConfig{CertFile: certFile, KeyFile: keyFile} }, th)
-	dialWSS := func(t *testing.T) *tcpWS {
-		t.Helper()
-		tc := trust(pair)
-		tc.NextProtos = []string{"http/1.1"}
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", te.Addr().String(), tc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		req := "GET /v1/ws HTTP/1.1\r\nHost: edge\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-			"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: " + wire.SubprotocolJSON + "\r\n\r\n"
-		if _, err := io.WriteString(c, req); err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-			t.Fatalf("wss upgrade: %v %v", resp, err)
-		}
-		return &tcpWS{c: c, br: br}
-	}
-
-	w := dialWSS(t)
-	w.frame(t, 1, []byte(`{"id":"1","hello":{"token":"`+token(t, tokenOpts{})+`"}}`), true)
-	if _, p, err := w.read(); err != nil || !strings.Contains(string(p), `"welcome"`) {
-		t.Fatalf("first frame %q %v, want a welcome", p, err)
-	}
-	w.frame(t, 1, []byte(`{"id":"2","ping":{}}`), false)
-	if code, reason, _ := w.closeCode(t); code != wire.CloseProtocolError || !strings.Contains(reason, "unmasked") {
-		t.Fatalf("closed with %v %q, want 1002 unmasked", code, reason)
-	}
-
-	opened := th.metric("corral_hub_sessions_opened_total")
-	w = dialWSS(t)
-	w.frame(t, 1, nil, true)
-	if code, reason, _ := w.closeCode(t); code != wire.CloseProtocolError {
-		t.Fatalf("an empty message closed with %v %q, want 1002", code, reason)
-	}
-	if d := th.metric("corral_hub_sessions_opened_total") - opened; d != 0 {
-		t.Errorf("the hub opened %v sessions, want none", d)
 	}
 }

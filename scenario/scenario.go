@@ -135,9 +135,21 @@ type DNS struct {
 type HealthCheck struct {
 	// Interval between checks. Default 10s.
 	Interval time.Duration `yaml:"interval"`
-	// Threshold is the number of failed checks before an origin is marked
-	// unhealthy, and of passed checks before it is healthy again. Default 3.
+	// Threshold is the number of failed checks in a row before an origin
+	// is marked unhealthy, and of passed checks in a row before it is
+	// healthy again. Default 3.
 	Threshold int `yaml:"threshold"`
+	// Kind is what a check sees: "tcp" (a connection to the origin: it
+	// fails only while the origin is down) or "stream" (a stream through
+	// the origin as a device opens one, as a gRPC health check through a
+	// load balancer to a hub does: it also fails while the origin is up
+	// but refusing new streams, full, its backlog full, or its set-up
+	// queue longer than Timeout). Default "tcp".
+	Kind string `yaml:"kind"`
+	// Timeout is how long a stream check waits for its answer. Default 2s
+	// (Route 53's HTTP and HTTPS checks want the answer within two seconds
+	// of connecting).
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // Edge says how an edge host uses a DNS answer.
@@ -146,6 +158,21 @@ type Edge struct {
 	// address, uniformly) or "p2c" (the less loaded of two random
 	// addresses). Default "first".
 	Pick string `yaml:"pick"`
+	// StreamsPerConnection is how many device streams an edge host carries
+	// over one upstream connection to an origin (HTTP/2 multiplexing:
+	// RFC 9113 recommends allowing at least 100 concurrent streams). An
+	// origin then pays a TLS handshake (max_new_per_second) only when the
+	// pool grows, and a stream set-up (max_new_streams_per_second) for
+	// every device. Default 1: every device stream is its own connection
+	// (devices straight to the origins).
+	StreamsPerConnection int `yaml:"streams_per_connection"`
+	// Attempts is how many addresses of its cached answer an edge host
+	// tries for one device's stream when an origin refuses it at once
+	// (down, full, backlog full) before the device sees the error and
+	// backs off: the second try goes to another address by the Pick rule
+	// (first: the next address of the answer). A shed stream (with its
+	// retry-after) and a timeout are not retried. Default 1.
+	Attempts int `yaml:"attempts"`
 }
 
 // Origin is a group of identical origins (load balancers, hubs). The
@@ -173,6 +200,12 @@ type Origin struct {
 	// MaxNewPerSecond is the rate of new connections (TLS handshakes plus
 	// session setup) one origin completes per second. Required.
 	MaxNewPerSecond float64 `yaml:"max_new_per_second"`
+	// MaxNewStreamsPerSecond is the rate of device streams one origin sets
+	// up per second when they come over pooled connections (the session
+	// set-up behind a load balancer: Hello, token check, Subscribe). 0
+	// means stream set-ups are bounded by MaxNewPerSecond alone; required
+	// when edge.streams_per_connection is above 1.
+	MaxNewStreamsPerSecond float64 `yaml:"max_new_streams_per_second"`
 	// Backlog bounds the handshakes waiting at one origin; an attempt that
 	// finds it full is refused at once. 0 means unbounded.
 	Backlog int64 `yaml:"backlog"`

@@ -241,3 +241,40 @@ func TestTargetDecodes(t *testing.T) {
 		t.Errorf("target %+v", s.Target)
 	}
 }
+
+// TestOriginCountKeepsEachOrigin: the origin_count sweep changes how many
+// origins of the first group there are, never the size of one: every
+// per-origin figure, and the connections a headroom gives one origin at
+// the file's count, are the same in every variant.
+func TestOriginCountKeepsEachOrigin(t *testing.T) {
+	s, err := Decode("t.yaml", []byte(minimal+`    backlog: 50
+    max_requests_per_second: 30
+    max_new_streams_per_second: 70
+sweep:
+  dns_policy: [weighted, multivalue]
+  origin_count: [2, 6]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := s.Variants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range vs {
+		names = append(names, v.Name)
+		o := v.Scenario.Origins[0]
+		// headroom 1.5 of 1,000 devices over the file's 2 origins.
+		if o.MaxConnections != 750 || o.Headroom != 0 || o.MaxNewPerSecond != 100 || o.Backlog != 50 ||
+			o.MaxRequestsPerSecond != 30 || o.MaxNewStreamsPerSecond != 70 {
+			t.Errorf("%s: origin %+v, want each origin as the file sizes it at count 2", v.Name, o)
+		}
+	}
+	if got, want := strings.Join(names, ", "), "dns=weighted origins=2, dns=weighted origins=6, dns=multivalue origins=2, dns=multivalue origins=6"; got != want {
+		t.Errorf("variants %s, want %s", got, want)
+	}
+	if vs[2].Scenario.DNS.Policy != "multivalue" || vs[0].Scenario.DNS.Policy != "weighted" {
+		t.Errorf("dns_policy not applied")
+	}
+}

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -14,9 +15,15 @@ type Sweep struct {
 	Backoff []string `yaml:"backoff"`
 	// Overload lists overload modes (Overload.Mode).
 	Overload []string `yaml:"overload"`
-	// OriginCount lists counts for the first origin group; a group sized
-	// by Headroom keeps its total capacity, so each origin grows as the
-	// count shrinks.
+	// DNSPolicy lists DNS policies (DNS.Policy): the same fleet and event
+	// routed by each.
+	DNSPolicy []string `yaml:"dns_policy"`
+	// OriginCount lists counts for the first origin group. Each origin
+	// keeps every figure the file gives it (max_connections, or the share
+	// of headroom it has at the file's count, max_new_per_second,
+	// max_new_streams_per_second, backlog, max_requests_per_second): the
+	// variant has more or fewer origins of the same kind, so the group's
+	// totals grow and shrink with the count.
 	OriginCount []int `yaml:"origin_count"`
 }
 
@@ -31,7 +38,8 @@ type Variant struct {
 }
 
 // Variants expands s into one validated Scenario per combination of its
-// sweep, in the order the file lists the values (backoff outermost).
+// sweep, in the order the file lists the values (DNS policy outermost,
+// then backoff, overload, origin count).
 func (s *Scenario) Variants() ([]Variant, error) {
 	backoffs := orNil(s.Sweep.Backoff)
 	modes := orNil(s.Sweep.Overload)
@@ -42,34 +50,55 @@ func (s *Scenario) Variants() ([]Variant, error) {
 	if len(counts) == 0 {
 		counts = []*int{nil}
 	}
+	policies := orNil(s.Sweep.DNSPolicy)
 	var out []Variant
-	for _, b := range backoffs {
-		for _, m := range modes {
-			for _, c := range counts {
-				v := s.clone()
-				v.Sweep = Sweep{}
-				var name []string
-				if b != nil {
-					v.Client.Backoff = retune(v.Client.Backoff, *b)
-					name = append(name, "backoff="+*b)
+	for _, pol := range policies {
+		for _, b := range backoffs {
+			for _, m := range modes {
+				for _, c := range counts {
+					v, name := s.variant(pol, b, m, c)
+					v.WithDefaults()
+					if err := v.Validate(); err != nil {
+						return nil, fmt.Errorf("scenario: variant %s: %w", name, err)
+					}
+					out = append(out, Variant{Name: name, Scenario: v})
 				}
-				if m != nil {
-					v.Overload.Mode = *m
-					name = append(name, "overload="+*m)
-				}
-				if c != nil && len(v.Origins) > 0 {
-					v.Origins[0].Count = *c
-					name = append(name, fmt.Sprintf("origins=%d", *c))
-				}
-				v.WithDefaults()
-				if err := v.Validate(); err != nil {
-					return nil, fmt.Errorf("scenario: variant %s: %w", strings.Join(name, " "), err)
-				}
-				out = append(out, Variant{Name: strings.Join(name, " "), Scenario: v})
 			}
 		}
 	}
 	return out, nil
+}
+
+// variant is s with one combination of its sweep applied (nil: the file's
+// own value) and its name.
+func (s *Scenario) variant(pol, b, m *string, c *int) (*Scenario, string) {
+	v := s.clone()
+	v.Sweep = Sweep{}
+	var name []string
+	if pol != nil {
+		v.DNS.Policy = *pol
+		name = append(name, "dns="+*pol)
+	}
+	if b != nil {
+		v.Client.Backoff = retune(v.Client.Backoff, *b)
+		name = append(name, "backoff="+*b)
+	}
+	if m != nil {
+		v.Overload.Mode = *m
+		name = append(name, "overload="+*m)
+	}
+	if c != nil && len(v.Origins) > 0 {
+		g := &v.Origins[0]
+		if g.Headroom > 0 {
+			// Each origin keeps the connections it has at the
+			// file's count.
+			g.MaxConnections = int64(math.Ceil(g.Headroom * float64(v.Population.Devices) / float64(max(1, g.Count))))
+			g.Headroom = 0
+		}
+		g.Count = *c
+		name = append(name, fmt.Sprintf("origins=%d", *c))
+	}
+	return v, strings.Join(name, " ")
 }
 
 func orNil(xs []string) []*string {

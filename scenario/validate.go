@@ -67,7 +67,11 @@ func (s *Scenario) WithDefaults() {
 	orDefault(s, "dns.max_answers", &d.MaxAnswers, 8)
 	orDefault(s, "dns.health_check.interval", &d.HealthCheck.Interval, 10*time.Second)
 	orDefault(s, "dns.health_check.threshold", &d.HealthCheck.Threshold, 3)
+	orDefault(s, "dns.health_check.kind", &d.HealthCheck.Kind, "tcp")
+	orDefault(s, "dns.health_check.timeout", &d.HealthCheck.Timeout, 2*time.Second)
 	orDefault(s, "edge.pick", &s.Edge.Pick, "first")
+	orDefault(s, "edge.streams_per_connection", &s.Edge.StreamsPerConnection, 1)
+	orDefault(s, "edge.attempts", &s.Edge.Attempts, 1)
 	for i := range s.Origins {
 		o := &s.Origins[i]
 		path := fmt.Sprintf("origins[%d].", i)
@@ -158,12 +162,21 @@ func (s *Scenario) Validate() error {
 	c.Geography.validate(bad)
 	c.DNS.validate(bad, len(c.Origins))
 	oneOf(&errs, "edge.pick", c.Edge.Pick, picks)
+	if c.Edge.StreamsPerConnection < 1 || c.Edge.StreamsPerConnection > 1_000_000 {
+		bad("edge.streams_per_connection", "must be in [1, 1000000], got %d", c.Edge.StreamsPerConnection)
+	}
+	if c.Edge.Attempts < 1 || c.Edge.Attempts > 8 {
+		bad("edge.attempts", "must be in [1, 8], got %d", c.Edge.Attempts)
+	}
 	regions := map[string]bool{}
 	if len(c.Origins) == 0 {
 		bad("origins", "at least one origin group is required")
 	}
 	for i, o := range c.Origins {
 		o.validate(bad, fmt.Sprintf("origins[%d]", i))
+		if c.Edge.StreamsPerConnection > 1 && o.MaxNewStreamsPerSecond == 0 {
+			bad(fmt.Sprintf("origins[%d].max_new_streams_per_second", i), "is required with edge.streams_per_connection above 1 (over pooled connections a device costs the origin a stream set-up, not a handshake)")
+		}
 		if o.Name == "" {
 			bad(fmt.Sprintf("origins[%d].name", i), "must not be empty (remove the key for origin%d)", i+1)
 		}
@@ -278,6 +291,17 @@ func (s *Scenario) Validate() error {
 	for i, m := range c.Sweep.Overload {
 		oneOf(&errs, fmt.Sprintf("sweep.overload[%d]", i), m, modes)
 	}
+	for i, pol := range c.Sweep.DNSPolicy {
+		d := c.DNS
+		d.Policy = pol
+		var polErrs []error
+		d.validate(func(path, format string, args ...any) {
+			if path == "dns.policy" {
+				polErrs = append(polErrs, config.Errorf(fmt.Sprintf("sweep.dns_policy[%d]", i), format, args...))
+			}
+		}, len(c.Origins))
+		errs = append(errs, polErrs...)
+	}
 	for i, n := range c.Sweep.OriginCount {
 		if n < 1 {
 			bad(fmt.Sprintf("sweep.origin_count[%d]", i), "must be at least 1, got %d", n)
@@ -365,6 +389,12 @@ func (d DNS) validate(bad func(string, string, ...any), groups int) {
 	if d.HealthCheck.Interval <= 0 || d.HealthCheck.Threshold < 1 {
 		bad("dns.health_check", "interval must be positive and threshold at least 1")
 	}
+	if d.HealthCheck.Kind != "tcp" && d.HealthCheck.Kind != "stream" {
+		bad("dns.health_check.kind", "unknown %q (want tcp or stream)", d.HealthCheck.Kind)
+	}
+	if d.HealthCheck.Timeout <= 0 {
+		bad("dns.health_check.timeout", "must be positive, got %v", d.HealthCheck.Timeout)
+	}
 }
 
 func (o Origin) validate(bad func(string, string, ...any), path string) {
@@ -384,6 +414,9 @@ func (o Origin) validate(bad func(string, string, ...any), path string) {
 	}
 	if !(o.MaxNewPerSecond > 0) || o.MaxNewPerSecond > maxDevices {
 		bad(path+".max_new_per_second", "must be in (0, %d], got %v", int64(maxDevices), o.MaxNewPerSecond)
+	}
+	if !(o.MaxNewStreamsPerSecond >= 0) || o.MaxNewStreamsPerSecond > maxDevices {
+		bad(path+".max_new_streams_per_second", "must be in [0, %d], got %v", int64(maxDevices), o.MaxNewStreamsPerSecond)
 	}
 	if o.Backlog < 0 || o.Backlog > maxDevices {
 		bad(path+".backlog", "must be in [0, %d]", int64(maxDevices))

@@ -29,8 +29,8 @@ func Names() []string {
 	return out
 }
 
-// File returns the shipped scenario called name ("cdn-weighted", also
-// accepted as "cdn-weighted.yaml" or "scenarios/cdn-weighted.yaml"), and
+// File returns the shipped scenario called name ("cdn", also
+// accepted as "cdn.yaml" or "scenarios/cdn.yaml"), and
 // whether there is one.
 func File(name string) ([]byte, bool) {
 	name = strings.TrimSuffix(path.Base(name), ".yaml")

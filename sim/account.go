@@ -76,7 +76,8 @@ func (s *Sim) newStep(t int) Step {
 	}
 	if t == 0 {
 		s.start = time.Now()
-		s.summary = Summary{Errors: map[string]int64{}, ErrorsByPriority: make([]int64, s.nP), TimeToSettle: -1}
+		s.summary = Summary{Errors: map[string]int64{}, ErrorsByPriority: make([]int64, s.nP), TimeToSettle: -1, AttemptErrorPeakAt: -1, PeakMinAttempts: s.minAttempts()}
+		s.settledFrom = -1
 	}
 	return st
 }
@@ -84,6 +85,10 @@ func (s *Sim) newStep(t int) Step {
 func (s *Sim) finishStep(t int, st *Step) {
 	sum := &s.summary
 	var upConns, upN, busiest float64
+	var attemptsAll int64 // stream set-ups at every origin, retries included
+	for _, o := range s.origins {
+		attemptsAll += o.stepAttempts
+	}
 	for i, o := range s.origins {
 		st.Connected += o.conns
 		for p, n := range o.connPrio {
@@ -91,10 +96,20 @@ func (s *Sim) finishStep(t int, st *Step) {
 		}
 		st.Connecting += o.pending
 		util := float64(o.conns) / float64(o.maxConn)
-		st.Origins[i] = OriginStep{Connected: o.conns, Utilisation: util, Queue: o.work, Up: o.up}
+		st.Origins[i] = OriginStep{
+			Connected: o.conns, Utilisation: util, Queue: o.work, Up: o.up, Healthy: s.health.up[i],
+			Attempts: o.stepAttempts, Failures: o.stepFail,
+			Connections: int64(math.Ceil(o.pool)), NewConnections: int64(math.Round(o.newConns)),
+		}
 		if o.adm != nil {
 			st.Origins[i].Limit = o.adm.limit()
 		}
+		if st.Attempts >= s.minAttempts() && attemptsAll > 0 {
+			if sh := float64(o.stepAttempts) / float64(attemptsAll); sh > sum.PeakNewShare {
+				sum.PeakNewShare, sum.PeakNewShareOrigin = sh, i
+			}
+		}
+		o.stepAttempts, o.stepFail, o.newConns = 0, [NumCauses]int64{}, 0
 		sum.PeakUtilisation = math.Max(sum.PeakUtilisation, util)
 		if o.up {
 			upConns += float64(o.conns)
@@ -125,7 +140,26 @@ func (s *Sim) finishStep(t int, st *Step) {
 	if den := st.Attempts + st.Requests; den > 0 {
 		st.FiveXXRate = math.Min(1, float64(errs+reqErrs)/float64(den))
 	}
+	st.AttemptErrors = errs
+	if st.Attempts > 0 {
+		st.AttemptErrorRate = math.Min(1, float64(errs)/float64(st.Attempts))
+	}
+	if st.Requests > 0 {
+		st.RequestErrorRate = math.Min(1, float64(reqErrs)/float64(st.Requests))
+	}
 	sum.FiveXXPeak = math.Max(sum.FiveXXPeak, st.FiveXXRate)
+	sum.AttemptErrors += errs
+	if st.Attempts >= s.minAttempts() {
+		if st.AttemptErrorRate > sum.AttemptErrorPeak || sum.AttemptErrorPeakAt < 0 {
+			sum.AttemptErrorPeak, sum.AttemptErrorPeakAt = st.AttemptErrorRate, st.T
+		}
+		if st.AttemptErrorRate > 0.01 {
+			sum.AttemptErrorSeconds += s.dts
+		}
+	}
+	if st.Requests >= s.minAttempts() {
+		sum.RequestErrorPeak = math.Max(sum.RequestErrorPeak, st.RequestErrorRate)
+	}
 	sum.Attempts += st.Attempts
 	sum.PeakAttemptsSec = math.Max(sum.PeakAttemptsSec, st.AttemptsPerSec)
 	for _, n := range st.Successes {
@@ -137,9 +171,17 @@ func (s *Sim) finishStep(t int, st *Step) {
 	// P0 downtime: P0 devices online without a connection, this step.
 	p0Online := s.p0 - s.offPrio[0]
 	sum.P0DowntimeDeviceSec += float64(p0Online-st.ConnectedByPriority[0]) * s.dts
+	// Settled: 99 % of the devices online connected and at most 1 % of
+	// the requests failing; the settle time is from the last event to the
+	// first step of the last settled stretch, which reaches the end of
+	// the run (Result checks that the end is settled).
 	online := s.total - st.Offline
-	if sum.TimeToSettle < 0 && t >= s.lastEvent() && online > 0 && float64(st.Connected) >= 0.99*float64(online) {
-		sum.TimeToSettle = float64(t-s.lastEvent()) * s.dts
+	settled := online > 0 && float64(st.Connected) >= 0.99*float64(online) && st.RequestErrorRate <= 0.01
+	switch {
+	case !settled:
+		s.settledFrom = -1
+	case s.settledFrom < 0 && t >= s.lastEvent():
+		s.settledFrom = t
 	}
 	if s.tenants != nil {
 		s.tenants.observe(t, s.connTenant)
@@ -147,30 +189,36 @@ func (s *Sim) finishStep(t int, st *Step) {
 	s.out = append(s.out, *st)
 }
 
-// eventFiveXX is the 5xx rate over the steps from the first scheduled
-// event to the step the fleet settled (the end of the run if it did not).
-func (s *Sim) eventFiveXX(settle float64) float64 {
+// eventRates is the 5xx rate and the attempt error rate over the steps
+// from the first scheduled event to the step the fleet settled (the end
+// of the run if it did not).
+func (s *Sim) eventRates(settle float64) (fiveXX, attempts float64) {
 	end := len(s.out)
 	if settle >= 0 {
 		end = min(end, s.lastEvent()+int(settle/s.dts)+1)
 	}
-	var bad, all int64
+	var bad, all, badAtt, allAtt int64
 	for _, st := range s.out[min(s.firstEvent(), end):end] {
-		for _, e := range st.Errors {
-			for _, n := range e {
-				bad += n
-			}
-		}
+		badAtt += st.AttemptErrors
+		allAtt += st.Attempts
+		bad += st.AttemptErrors
 		for _, n := range st.RequestErrors {
 			bad += n
 		}
 		all += st.Attempts + st.Requests
 	}
-	if all == 0 {
-		return 0
+	if all > 0 {
+		fiveXX = math.Min(1, float64(bad)/float64(all))
 	}
-	return math.Min(1, float64(bad)/float64(all))
+	if allAtt > 0 {
+		attempts = math.Min(1, float64(badAtt)/float64(allAtt))
+	}
+	return fiveXX, attempts
 }
+
+// minAttempts is the least number of attempts (or requests) of a step
+// that counts for a peak rate: one per 10,000 devices, at least 10.
+func (s *Sim) minAttempts() int64 { return max(10, s.total/10_000) }
 
 // firstEvent is the step of the first scheduled change of the run (0 when
 // there is none).
@@ -241,7 +289,16 @@ func (s *Sim) Result() *Result {
 	if den := sum.Attempts + sum.Requests; den > 0 {
 		sum.FiveXXAverage = float64(errs+sum.RequestErrors) / float64(den)
 	}
-	sum.FiveXXEvent = s.eventFiveXX(sum.TimeToSettle)
+	if s.settledFrom >= 0 {
+		sum.TimeToSettle = float64(s.settledFrom-s.lastEvent()) * s.dts
+	}
+	if sum.Attempts > 0 {
+		sum.AttemptErrorAverage = float64(errs) / float64(sum.Attempts)
+	}
+	if sum.Requests > 0 {
+		sum.RequestErrorAverage = float64(sum.RequestErrors) / float64(sum.Requests)
+	}
+	sum.FiveXXEvent, sum.AttemptErrorEvent = s.eventRates(sum.TimeToSettle)
 	if p0 := s.p0 - s.offPrio[0]; p0 > 0 {
 		sum.P0Downtime = sum.P0DowntimeDeviceSec / float64(p0)
 	}

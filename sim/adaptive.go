@@ -167,7 +167,7 @@ func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, st *Step) ([]coho
 			continue
 		}
 		if admitted[p] < byPrio[p] {
-			group = s.cut(group, byPrio[p], admitted[p], CauseShed, hints[p], st)
+			group = s.cut(i, group, byPrio[p], admitted[p], CauseShed, hints[p], st)
 		}
 		out = append(out, group...)
 		demand += admitted[p]

@@ -58,13 +58,63 @@ func TestEdgePickShares(t *testing.T) {
 		{"p2c", []float64{1.0 / 3, 0, 2.0 / 3, 0}},
 	} {
 		acc := make([]float64, 4)
-		pickShares(acc, ans, tc.pick, 1, load)
+		pickShares(acc, ans, tc.pick, 1, pickLoad(ans, load), 0)
 		for i := range acc {
 			if math.Abs(acc[i]-tc.want[i]) > 1e-12 {
 				t.Errorf("%s: shares %v, want %v", tc.pick, acc, tc.want)
 				break
 			}
 		}
+	}
+}
+
+// pickLoad is the loads of the addresses of ans, in answer order.
+func pickLoad(ans []int, load []float64) []float64 {
+	out := make([]float64, len(ans))
+	for j, o := range ans {
+		out[j] = load[o]
+	}
+	return out
+}
+
+// TestP2CTiesAreEven: at equal loads p2c is even over the answer, whatever
+// the origins' indices (ties broken by index gave the lowest index
+// 2(m-1)/(m(m-1)) and the highest nothing).
+func TestP2CTiesAreEven(t *testing.T) {
+	ans := []int{0, 1, 2, 3, 4, 5}
+	acc := make([]float64, 6)
+	pickShares(acc, ans, "p2c", 1, make([]float64, 6), 0)
+	for o, p := range acc {
+		if math.Abs(p-1.0/6) > 1e-12 {
+			t.Fatalf("origin %d gets %.4f of the picks at equal loads, want 1/6: %v", o, p, acc)
+		}
+	}
+}
+
+// TestP2CSpreadsEvenlyUnderMultivalue: a surge under multi-value answers
+// with p2c edge hosts, from equal (empty) loads, spreads the connections
+// evenly over the load balancers and fails no more than random picks do.
+func TestP2CSpreadsEvenlyUnderMultivalue(t *testing.T) {
+	p2c := surge("multivalue")
+	p2c.Edge.Pick = "p2c"
+	random := surge("multivalue")
+	for _, sc := range []*scenario.Scenario{p2c, random} {
+		sc.Origins[0].MaxNewPerSecond = 60_000 // enough when spread evenly
+		sc.Origins[0].Backlog = 120_000
+	}
+	r := mustNew(t, p2c).Run(nil)
+	q := mustNew(t, random).Run(nil).Summary
+	p := r.Summary
+	t.Logf("p2c: imbalance %.3f, peak attempt errors %.4f; random: %.3f, %.4f", p.PeakImbalance, p.AttemptErrorPeak, q.PeakImbalance, q.AttemptErrorPeak)
+	if p.PeakImbalance > 1.02 {
+		t.Errorf("p2c imbalance %.3f, want within 2 %% of even", p.PeakImbalance)
+	}
+	if p.AttemptErrorPeak > q.AttemptErrorPeak+0.01 {
+		t.Errorf("p2c peak attempt errors %.4f, random %.4f: p2c herds", p.AttemptErrorPeak, q.AttemptErrorPeak)
+	}
+	// Every origin's share of the set-ups at the peak step stays near 1/6.
+	if p.PeakNewShare > 1.0/6*1.05 {
+		t.Errorf("one origin took %.3f of a step's set-ups, want about 1/6", p.PeakNewShare)
 	}
 }
 

@@ -44,7 +44,15 @@ type Sim struct {
 	dns    *dnsModel
 	health *healthView
 	routes []route
-	load   []float64
+	// popLoad is, by PoP then origin, the streams the PoP's edge hosts
+	// hold or are setting up at the origin: what their p2c compares (an
+	// edge host knows only its own sessions, edge.Origin.Load).
+	popLoad [][]float64
+	demand  []float64 // attempts of the step by route
+	retry   []retryCohort
+	retry2  []retryCohort
+	spc     float64 // streams per upstream connection
+	checkAt int     // steps between health checks
 
 	rng      *rand.Rand
 	fails    map[uint64]int64 // this step's failures by packed failKey
@@ -55,14 +63,23 @@ type Sim struct {
 	poison  []int // tenant -> step the poison starts, -1 none
 	tenants *tenantTrack
 
-	due       []cohort
-	group     []cohort // scratch of adaptiveAdmit
-	admitted  []cohort // scratch of adaptiveAdmit
-	split     []int64
-	reqDemand []float64 // scratch of requests
-	out       []Step
-	summary   Summary
-	start     time.Time
+	due         []cohort
+	group       []cohort // scratch of adaptiveAdmit
+	admitted    []cohort // scratch of adaptiveAdmit
+	split       []int64
+	reqDemand   []float64 // scratch of requests
+	out         []Step
+	summary     Summary
+	settledFrom int // first step of the current settled stretch, -1 none
+	start       time.Time
+}
+
+// retryCohort is a cohort an origin refused at once, which its edge hosts
+// try again on another address of their answers in the same step.
+type retryCohort struct {
+	c     cohort
+	from  int32 // the origin that refused it
+	cause Cause // why
 }
 
 // pending is a cohort whose handshake completes (ok) or times out at a
@@ -146,8 +163,12 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 		return nil, err
 	}
 	s.dns, s.health = dns, hv
-	s.load = make([]float64, len(s.origins))
 	s.detect = max(1, stepsOf(time.Duration(sc.DNS.HealthCheck.Threshold)*sc.DNS.HealthCheck.Interval, s.dt))
+	s.checkAt = max(1, stepsOf(sc.DNS.HealthCheck.Interval, s.dt))
+	s.popLoad = make([][]float64, s.nK)
+	for k := range s.popLoad {
+		s.popLoad[k] = make([]float64, len(s.origins))
+	}
 
 	retryMax := sc.Overload.RetryAfter
 	if sc.Overload.Mode == "adaptive" {
@@ -182,7 +203,8 @@ func (s *Sim) buildOrigins() error {
 				weight:    g.Weight,
 				secondary: g.Secondary,
 				maxConn:   max(1, maxConn),
-				muSec:     g.MaxNewPerSecond * sc.Scale,
+				hsSec:     g.MaxNewPerSecond * sc.Scale,
+				stSec:     g.MaxNewStreamsPerSecond * sc.Scale,
 				backlog:   float64(scaleCount(g.Backlog, sc.Scale)),
 				hl:        g.HandshakeLatency,
 				maxReq:    g.MaxRequestsPerSecond * sc.Scale * s.dts,
@@ -190,7 +212,7 @@ func (s *Sim) buildOrigins() error {
 				connPrio:  make([]int64, s.nP),
 				fresh:     make([]int64, s.nP),
 			}
-			o.mu = o.muSec * s.dts
+			o.setRate(1, s.dts)
 			if sc.Overload.Mode == "adaptive" {
 				adm, err := newAdaptive(sc, o, len(s.origins))
 				if err != nil {
@@ -201,6 +223,7 @@ func (s *Sim) buildOrigins() error {
 			s.origins = append(s.origins, o)
 		}
 	}
+	s.spc = float64(sc.Edge.StreamsPerConnection)
 	s.conn = make([][]int64, len(s.origins))
 	for i := range s.conn {
 		s.conn[i] = make([]int64, s.nF)
@@ -281,6 +304,7 @@ func (s *Sim) populate() {
 	s.p0 = s.offPrio[0]
 	for _, o := range s.origins {
 		s.p0 += o.connPrio[0]
+		o.pool = math.Ceil(float64(o.conns) / s.spc)
 	}
 }
 
@@ -343,6 +367,7 @@ func (s *Sim) addConn(o, f int, n int64) {
 		return
 	}
 	s.conn[o][f] += n
+	s.popLoad[s.popOf(f)][o] += float64(n)
 	or := s.origins[o]
 	or.conns += n
 	or.connPrio[s.prioOf(f)] += n

@@ -18,8 +18,10 @@ type origin struct {
 	secondary bool
 
 	maxConn int64
-	mu      float64 // handshakes completed per step
+	mu      float64 // attempts completed per step at this step's mix
 	muSec   float64 // per second
+	hsSec   float64 // TLS handshakes (new connections) per second
+	stSec   float64 // stream set-ups per second, 0: bounded by hsSec alone
 	backlog float64 // 0: unbounded
 	hl      time.Duration
 	maxReq  float64 // requests per step, 0: not modelled
@@ -38,6 +40,52 @@ type origin struct {
 	adm admitter // nil: no admission control (errors mode)
 
 	fresh []int64 // connections completed this step, by priority
+
+	// pool is the upstream connections edge hosts hold to the origin
+	// (fluid: streams over streams per connection, rounded up).
+	pool float64
+	// Counters of the step, for OriginStep.
+	stepAttempts int64
+	stepFail     [NumCauses]int64
+	newConns     float64
+	// Consecutive failed and passed health checks.
+	checkFails, checkPasses int
+}
+
+// setRate sets the attempts the origin completes per second when a share
+// f of them needs a new upstream connection: stream set-ups and
+// handshakes are two stages in series, the slower bounds the rate (a
+// share f of the attempts costs a handshake each).
+func (o *origin) setRate(f float64, dts float64) {
+	r := math.Inf(1)
+	if o.stSec > 0 {
+		r = o.stSec
+	}
+	if f > 0 {
+		r = math.Min(r, o.hsSec/f)
+	}
+	if math.IsInf(r, 1) {
+		r = o.hsSec // no stream bound and nothing to connect: validation keeps this to unpooled runs
+	}
+	o.muSec = r
+	o.mu = r * dts
+}
+
+// refusing reports whether a stream check opened now would fail: the
+// origin is full, its backlog full, or the check would wait in the set-up
+// queue longer than timeout.
+func (o *origin) refusing(timeout time.Duration) bool {
+	if !o.up {
+		return true
+	}
+	if o.conns+o.willConn >= o.maxConn {
+		return true
+	}
+	if o.backlog > 0 && o.work >= o.backlog {
+		return true
+	}
+	wait := o.work/o.muSec + o.hl.Seconds()
+	return wait > timeout.Seconds()
 }
 
 // admitter is adaptive admission: it says how many of the attempts of each
@@ -51,13 +99,4 @@ type admitter interface {
 	observe(now time.Time, latency time.Duration, inflight float64, served int64, dropped bool)
 	// limit returns the current limit on handshakes in flight.
 	limit() int
-}
-
-// load is the origin's connections and sure arrivals over its maximum:
-// what p2c compares.
-func (o *origin) load() float64 {
-	if !o.up {
-		return math.Inf(1)
-	}
-	return float64(o.conns+o.willConn) / float64(o.maxConn)
 }

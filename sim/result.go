@@ -70,8 +70,19 @@ type Step struct {
 	Requests      int64   `json:"requests"`
 	RequestErrors []int64 `json:"request_errors"`
 	// FiveXXRate is the share of attempts and requests that got a 5xx
-	// answer (every failed attempt or request).
+	// answer (every failed attempt or request). It mixes two kinds of
+	// traffic of very different sizes; AttemptErrorRate and
+	// RequestErrorRate tell them apart.
 	FiveXXRate float64 `json:"five_xx_rate"`
+	// AttemptErrors is the number of connection attempts that failed (the
+	// sum of Errors); AttemptErrorRate is AttemptErrors over Attempts (0
+	// without attempts). An attempt is a device's: the edge's retry of
+	// another address is part of the same attempt.
+	AttemptErrors    int64   `json:"attempt_errors"`
+	AttemptErrorRate float64 `json:"attempt_error_rate"`
+	// RequestErrorRate is the sum of RequestErrors over Requests (0
+	// without requests): requests on held streams, apart from attempts.
+	RequestErrorRate float64 `json:"request_error_rate"`
 	// Origins is the state of each origin at the end of the step.
 	Origins []OriginStep `json:"origins"`
 }
@@ -88,8 +99,22 @@ type OriginStep struct {
 	// Limit is the adaptive limit on handshakes in flight (0 in errors
 	// mode).
 	Limit int `json:"limit,omitempty"`
-	// Up is false while the origin is down.
-	Up bool `json:"up"`
+	// Up is false while the origin is down; Healthy is what the DNS
+	// health view believes of it at the end of the step.
+	Up      bool `json:"up"`
+	Healthy bool `json:"healthy"`
+	// Attempts is the number of stream set-ups that reached the origin in
+	// the step (an edge's retry on another address counts at each origin
+	// it reaches); Failures those it refused or that timed out there,
+	// by cause (Result.Causes).
+	Attempts int64            `json:"attempts"`
+	Failures [NumCauses]int64 `json:"failures"`
+	// Connections is the number of pooled upstream connections edge hosts
+	// hold to the origin (equal to Connected without pooling);
+	// NewConnections those opened in the step (each a TLS handshake at
+	// the origin).
+	Connections    int64 `json:"connections"`
+	NewConnections int64 `json:"new_connections"`
 }
 
 // Result is a whole run.
@@ -124,6 +149,9 @@ type Summary struct {
 	PeakAttemptsSec float64          `json:"peak_attempts_per_sec"`
 	Successes       int64            `json:"successes"`
 	Errors          map[string]int64 `json:"errors"`
+	// AttemptErrors is the number of attempts that failed (the sum of
+	// Errors).
+	AttemptErrors int64 `json:"attempt_errors"`
 	// ErrorsByPriority totals failed attempts per priority.
 	ErrorsByPriority []int64 `json:"errors_by_priority"`
 	Requests         int64   `json:"requests"`
@@ -135,6 +163,31 @@ type Summary struct {
 	FiveXXPeak    float64 `json:"five_xx_peak"`
 	FiveXXAverage float64 `json:"five_xx_average"`
 	FiveXXEvent   float64 `json:"five_xx_event"`
+	// AttemptErrorPeak is the highest AttemptErrorRate over the steps
+	// with at least PeakMinAttempts attempts (a step of three attempts
+	// and one failure is no peak): PeakMinAttempts is one attempt per
+	// 10,000 devices of the run, at least 10. AttemptErrorPeakAt is the
+	// start of that step in seconds (-1 when no step qualifies).
+	// AttemptErrorAverage and AttemptErrorEvent are failed attempts over
+	// attempts, over the run and over the event (as FiveXXEvent).
+	AttemptErrorPeak    float64 `json:"attempt_error_peak"`
+	AttemptErrorPeakAt  float64 `json:"attempt_error_peak_at"`
+	PeakMinAttempts     int64   `json:"peak_min_attempts"`
+	AttemptErrorAverage float64 `json:"attempt_error_average"`
+	AttemptErrorEvent   float64 `json:"attempt_error_event"`
+	// AttemptErrorSeconds is how long the attempt error rate stayed above
+	// 1 % (steps with at least PeakMinAttempts attempts), in seconds.
+	AttemptErrorSeconds float64 `json:"attempt_error_seconds"`
+	// RequestErrorPeak and RequestErrorAverage are the same for requests
+	// on held streams (RequestErrorPeak over steps with at least
+	// PeakMinAttempts requests).
+	RequestErrorPeak    float64 `json:"request_error_peak"`
+	RequestErrorAverage float64 `json:"request_error_average"`
+	// PeakNewShare is the highest share of a step's stream set-ups that
+	// one origin received (steps with at least PeakMinAttempts attempts);
+	// PeakNewShareOrigin is that origin's index in Result.Origins.
+	PeakNewShare       float64 `json:"peak_new_share"`
+	PeakNewShareOrigin int     `json:"peak_new_share_origin"`
 	// P0Downtime is the mean time a P0 device that was online spent without
 	// a connection, in seconds; P0DowntimeDeviceSec is the total.
 	P0Downtime          float64 `json:"p0_downtime_sec"`
@@ -145,7 +198,10 @@ type Summary struct {
 	// connections to the mean over up origins.
 	PeakImbalance float64 `json:"peak_imbalance"`
 	// TimeToSettle is the time after the last scheduled event until the
-	// devices online are 99% connected, in seconds; -1 if never.
+	// run is settled for good, in seconds: from that step to the end of
+	// the run at least 99 % of the devices online hold a connection and
+	// at most 1 % of the requests on held streams fail. -1 when the end
+	// of the run is not settled.
 	TimeToSettle float64 `json:"time_to_settle_sec"`
 	// Tenants summarises tenant isolation when the scenario has poison.
 	Tenants *TenantSummary `json:"tenants,omitempty"`

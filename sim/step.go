@@ -16,25 +16,47 @@ func (s *Sim) Step() {
 	s.events(t, &st)
 	s.updateHealth(t)
 	s.dns.refresh(t)
-	for i, o := range s.origins {
-		s.load[i] = o.load()
+	for _, o := range s.origins {
+		o.setRate(0, s.dts)
 	}
-	s.routes = s.dns.routes(s.routes, s.sc.Edge.Pick, s.load, len(s.origins))
 
 	// Who tries to connect now: the waiting devices whose delay ends, and
 	// the arrivals.
 	s.due = s.wheel.take(t, s.due)
 	s.due = s.arrivals(t, s.due, &st)
+	s.demand = s.demand[:0]
+	for range s.dns.routeCount() {
+		s.demand = append(s.demand, 0)
+	}
 	for _, c := range s.due {
 		st.Attempts += c.n
+		s.demand[s.routeIndex(int(c.flow))] += float64(c.n)
+	}
+	s.routes = s.dns.routes(s.routes, s.sc.Edge.Pick, s.pickLoads, s.demand, len(s.origins))
+	for _, c := range s.due {
 		s.routeCohort(c)
 	}
 	for i, o := range s.origins {
 		s.admit(t, i, o, &st)
 	}
+	// The edge hosts try another address of their answers for what an
+	// origin refused at once, up to edge.attempts addresses per stream.
+	for len(s.retry) > 0 {
+		batch := s.retry
+		s.retry, s.retry2 = s.retry2[:0], batch
+		for _, r := range batch {
+			s.routeRetry(r, &st)
+		}
+		for i, o := range s.origins {
+			s.admit(t, i, o, &st)
+		}
+	}
 	s.complete(t, &st)
 	for _, o := range s.origins {
 		o.work = max(0, o.work-o.mu)
+		// Upstream connections left without a stream close at the end of
+		// the step (a reconnect pays for its connection again).
+		o.pool = math.Min(o.pool, math.Ceil(float64(o.conns+o.pending)/s.spc))
 	}
 	s.requests(&st)
 	s.now++
@@ -115,6 +137,7 @@ func (s *Sim) crash(i int, st *Step) {
 		}
 	}
 	o.work = 0
+	o.pool = 0
 }
 
 func (s *Sim) tenantConns(o, tenant int) int64 {
@@ -127,12 +150,33 @@ func (s *Sim) tenantConns(o, tenant int) int64 {
 	return n
 }
 
-// updateHealth moves the DNS health view to an origin's state once the
-// state has held for the health checks' detection time.
+// updateHealth runs the health checks due at step t, on the state the
+// previous step left: a check fails while the origin is down and, for
+// stream checks, while it refuses new streams (origin.refusing). The DNS
+// health view marks an origin unhealthy after threshold failed checks in
+// a row and healthy again after threshold passed ones.
 func (s *Sim) updateHealth(t int) {
+	if t%s.checkAt != 0 {
+		return
+	}
+	hc := s.sc.DNS.HealthCheck
 	for i, o := range s.origins {
-		if s.health.up[i] != o.up && t-o.changedStep >= s.detect {
-			s.health.up[i] = o.up
+		fail := !o.up
+		if hc.Kind == "stream" {
+			fail = o.refusing(hc.Timeout)
+		}
+		if fail {
+			o.checkFails++
+			o.checkPasses = 0
+		} else {
+			o.checkPasses++
+			o.checkFails = 0
+		}
+		switch {
+		case s.health.up[i] && o.checkFails >= hc.Threshold:
+			s.health.up[i] = false
+		case !s.health.up[i] && o.checkPasses >= hc.Threshold:
+			s.health.up[i] = true
 		}
 	}
 }
@@ -165,28 +209,72 @@ func (s *Sim) arrivals(t int, dst []cohort, st *Step) []cohort {
 	return dst
 }
 
-// routeCohort sends the attempts of c to origins along its route.
-func (s *Sim) routeCohort(c cohort) {
-	f := int(c.flow)
+// routeIndex is the index of flow f's route: its PoP, and its tenant
+// when answers are per tenant.
+func (s *Sim) routeIndex(f int) int {
 	ri := s.popOf(f)
 	if s.dns.perTenant {
 		ri = ri*s.nT + s.tenantOf(f)
 	}
-	rt := &s.routes[ri]
-	if len(rt.origin) == 1 {
-		o := s.origins[rt.origin[0]]
+	return ri
+}
+
+// pickLoads writes into dst the load the edge hosts of PoP k see on each
+// origin of ans: their own streams there, infinite when the origin is
+// down (its connections fail at once).
+func (s *Sim) pickLoads(dst []float64, k int, ans []int) {
+	for j, o := range ans {
+		dst[j] = s.popLoad[k][o]
+		if !s.origins[o].up {
+			dst[j] = math.Inf(1)
+		}
+	}
+}
+
+// routeCohort sends the attempts of c to origins along its route.
+func (s *Sim) routeCohort(c cohort) {
+	rt := &s.routes[s.routeIndex(int(c.flow))]
+	s.sendAlong(c, rt.origin, rt.share)
+}
+
+// sendAlong splits c over origins by shares (which add up to 1) and queues
+// each part at its origin.
+func (s *Sim) sendAlong(c cohort, origins []int, shares []float64) {
+	if len(origins) == 1 {
+		o := s.origins[origins[0]]
 		o.arr = append(o.arr, c)
 		return
 	}
-	out := s.split[:len(rt.origin)]
-	splitInto(out, c.n, rt.share, s.rng.Float64())
-	for i, oi := range rt.origin {
+	out := s.split[:len(origins)]
+	splitInto(out, c.n, shares, s.rng.Float64())
+	for i, oi := range origins {
 		if out[i] > 0 {
 			d := c
 			d.n = out[i]
 			o := s.origins[oi]
 			o.arr = append(o.arr, d)
 		}
+	}
+}
+
+// routeRetry sends a cohort refused at origin r.from to other addresses
+// of the answers its edge hosts hold: the hosts behind a resolver whose
+// answer names no other address fail it with the cause of the refusal.
+func (s *Sim) routeRetry(r retryCohort, st *Step) {
+	f := int(r.c.flow)
+	origins, shares, none := s.dns.retryRoute(s.popOf(f), s.tenantOf(f), int(r.from), s.sc.Edge.Pick, s.pickLoads)
+	lost := int64(math.Floor(float64(r.c.n)*none + s.rng.Float64()))
+	lost = min(lost, r.c.n)
+	if len(origins) == 0 {
+		lost = r.c.n
+	}
+	if lost > 0 {
+		s.deviceFail(r.c, lost, r.cause, nil, st)
+	}
+	if n := r.c.n - lost; n > 0 {
+		c := r.c
+		c.n = n
+		s.sendAlong(c, origins, shares)
 	}
 }
 
@@ -206,20 +294,21 @@ func (s *Sim) admit(t, i int, o *origin, st *Step) {
 			}
 		}
 	}
-	if !o.up {
-		for _, c := range arr {
-			s.reject(c, c.n, CauseDown, nil, st)
-		}
-		return
-	}
 	var demand int64
 	for _, c := range arr {
 		demand += c.n
 	}
+	o.stepAttempts += demand
+	if !o.up {
+		for _, c := range arr {
+			s.reject(i, c, c.n, CauseDown, nil, st)
+		}
+		return
+	}
 	// The origin refuses attempts past its maximum of connections.
 	free := max(0, o.maxConn-o.conns-o.willConn)
 	if demand > free {
-		arr = s.cut(arr, demand, free, CauseCapacity, nil, st)
+		arr = s.cut(i, arr, demand, free, CauseCapacity, nil, st)
 		demand = free
 	}
 	if o.adm != nil {
@@ -227,7 +316,7 @@ func (s *Sim) admit(t, i int, o *origin, st *Step) {
 	} else if o.backlog > 0 {
 		room := int64(max(0, o.backlog-o.work))
 		if demand > room {
-			arr = s.cut(arr, demand, room, CauseBacklog, nil, st)
+			arr = s.cut(i, arr, demand, room, CauseBacklog, nil, st)
 			demand = room
 		}
 	}
@@ -237,9 +326,9 @@ func (s *Sim) admit(t, i int, o *origin, st *Step) {
 	s.enqueue(t, i, o, arr, demand)
 }
 
-// cut keeps keep of the demand in arr (proportionally over its cohorts)
-// and fails the rest with cause.
-func (s *Sim) cut(arr []cohort, demand, keep int64, cause Cause, hints []time.Duration, st *Step) []cohort {
+// cut keeps keep of the demand in arr at origin oi (proportionally over
+// its cohorts) and refuses the rest with cause.
+func (s *Sim) cut(oi int, arr []cohort, demand, keep int64, cause Cause, hints []time.Duration, st *Step) []cohort {
 	ratio := float64(keep) / float64(demand)
 	u := s.rng.Float64()
 	cum := 0.0
@@ -251,7 +340,7 @@ func (s *Sim) cut(arr []cohort, demand, keep int64, cause Cause, hints []time.Du
 		k := max(0, min(hi-done, c.n))
 		done += k
 		if c.n-k > 0 {
-			s.reject(c, c.n-k, cause, hints, st)
+			s.reject(oi, c, c.n-k, cause, hints, st)
 		}
 		if k > 0 {
 			c.n = k
@@ -261,9 +350,30 @@ func (s *Sim) cut(arr []cohort, demand, keep int64, cause Cause, hints []time.Du
 	return out
 }
 
-// reject fails n devices of c with cause, spread over the retry-after
-// hints they carry (none when hints is empty).
-func (s *Sim) reject(c cohort, n int64, cause Cause, hints []time.Duration, st *Step) {
+// reject records that origin oi refused n devices of c with cause. What
+// an origin refuses at once (down, full, backlog full) its edge hosts try
+// on another address while the stream has tries left (edge.attempts);
+// the rest fail, spread over the retry-after hints they carry (none when
+// hints is empty).
+func (s *Sim) reject(oi int, c cohort, n int64, cause Cause, hints []time.Duration, st *Step) {
+	s.origins[oi].stepFail[cause] += n
+	if retryable(cause) && int(c.try)+1 < s.sc.Edge.Attempts {
+		d := c
+		d.n = n
+		d.try++
+		s.retry = append(s.retry, retryCohort{c: d, from: int32(oi), cause: cause})
+		return
+	}
+	s.deviceFail(c, n, cause, hints, st)
+}
+
+// retryable reports whether an edge host tries another address after a
+// refusal for cause: the origin refused at once, before any work.
+func retryable(c Cause) bool { return c == CauseDown || c == CauseCapacity || c == CauseBacklog }
+
+// deviceFail fails n devices of c with cause: the devices see the error
+// and back off.
+func (s *Sim) deviceFail(c cohort, n int64, cause Cause, hints []time.Duration, st *Step) {
 	st.Errors[cause][s.prioOf(int(c.flow))] += n
 	s.failHinted(c, n, hints)
 }
@@ -279,6 +389,14 @@ func (s *Sim) reject(c cohort, n int64, cause Cause, hints []time.Duration, st *
 func (s *Sim) enqueue(t, i int, o *origin, arr []cohort, demand int64) {
 	timeout := s.sc.Client.ConnectTimeout
 	a := float64(demand)
+	// Pooling: the edge hosts open a connection for every
+	// streams_per_connection streams the pool grows by; the share of the
+	// step's attempts that need one sets the origin's rate (setRate).
+	need := math.Ceil(float64(o.conns+o.pending+demand) / s.spc)
+	newC := max(0, need-o.pool)
+	o.pool += newC
+	o.newConns += newC
+	o.setRate(math.Min(1, newC/a), s.dts)
 	w0 := o.work
 	okWork := (timeout - o.hl).Seconds() * o.muSec // queue a device may find and still make it
 	grow := 1 - o.mu/a                             // dQ/dx
@@ -327,6 +445,7 @@ func (s *Sim) enqueue(t, i int, o *origin, arr []cohort, demand int64) {
 			o.willConn += m
 		}
 		o.pending += c.n
+		s.popLoad[s.popOf(int(c.flow))][i] += float64(c.n)
 	}
 	o.work += a
 	if o.adm != nil {
@@ -348,7 +467,9 @@ func (s *Sim) complete(t int, st *Step) {
 	for _, p := range b {
 		o := s.origins[p.origin]
 		o.pending -= p.c.n
+		s.popLoad[s.popOf(int(p.c.flow))][p.origin] -= float64(p.c.n)
 		prio := s.prioOf(int(p.c.flow))
+		// Not retried on another address: the device's time is spent.
 		switch {
 		case p.ok && o.up && p.epoch == o.epoch:
 			o.willConn -= p.c.n
@@ -357,9 +478,11 @@ func (s *Sim) complete(t int, st *Step) {
 			o.fresh[prio] += p.c.n
 		case p.ok:
 			o.willConn -= p.c.n
-			s.reject(p.c, p.c.n, CauseDown, nil, st)
+			o.stepFail[CauseDown] += p.c.n
+			s.deviceFail(p.c, p.c.n, CauseDown, nil, st)
 		default:
-			s.reject(p.c, p.c.n, CauseTimeout, nil, st)
+			o.stepFail[CauseTimeout] += p.c.n
+			s.deviceFail(p.c, p.c.n, CauseTimeout, nil, st)
 		}
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/corralhq/corral/authdns/answer"
+	"github.com/corralhq/corral/pick"
 	"github.com/corralhq/corral/scenario"
 	"github.com/corralhq/corral/shard"
 )
@@ -197,14 +199,31 @@ type route struct {
 	share  []float64
 }
 
+// loadFunc writes into dst the loads the edge hosts of PoP k see on the
+// origins of ans (what p2c compares).
+type loadFunc func(dst []float64, k int, ans []int)
+
+// p2cChunks is how many parts a step's attempts of one resolver are cut
+// into for p2c: after each part the loads the edge hosts compare include
+// the streams they just sent, so loads move within a step as each pick
+// moves them at a real edge host.
+const p2cChunks = 8
+
 // pickShares adds to acc the share of attempts an edge host sends to each
-// address of ans, scaled by w. load is each origin's current load (used by
-// p2c).
-func pickShares(acc []float64, ans []int, pick string, w float64, load []float64) {
+// address of ans, scaled by w. For p2c, loads are the loads the hosts see
+// on ans (in answer order, modified in place) and demand the attempts the
+// hosts send in the step, over which the loads move.
+func pickShares(acc []float64, ans []int, pick string, w float64, loads []float64, demand float64) {
 	m := len(ans)
 	if m == 0 {
 		return
 	}
+	var buf [64]float64
+	sh := buf[:0]
+	if m > len(buf) {
+		sh = make([]float64, m)
+	}
+	sh = sh[:m]
 	switch pick {
 	case "first":
 		acc[ans[0]] += w
@@ -213,27 +232,40 @@ func pickShares(acc []float64, ans []int, pick string, w float64, load []float64
 			acc[o] += w / float64(m)
 		}
 	default: // p2c: two distinct random addresses, the less loaded wins.
-		if m == 1 {
-			acc[ans[0]] += w
+		if demand <= 0 {
+			pick2Shares(sh, loads)
+			for j, o := range ans {
+				acc[o] += w * sh[j]
+			}
 			return
 		}
-		// Rank by load (ties by answer order); the address of rank r
-		// wins against every address ranked after it: it is chosen with
-		// probability 2(m-1-r)/(m(m-1)).
-		for _, o := range ans {
-			r := 0
-			for _, p := range ans {
-				if load[p] < load[o] || (load[p] == load[o] && p < o) {
-					r++
-				}
+		part := demand / p2cChunks
+		for range p2cChunks {
+			pick2Shares(sh, loads)
+			for j, o := range ans {
+				acc[o] += w * sh[j] / p2cChunks
+				loads[j] += part * sh[j]
 			}
-			acc[o] += w * 2 * float64(m-1-r) / float64(m*(m-1))
 		}
 	}
 }
 
-// routes computes the route of every (PoP, tenant) from the cached answers.
-func (d *dnsModel) routes(dst []route, pick string, load []float64, nOrigins int) []route {
+// pick2Shares is pick.TwoChoiceShares: the exact probabilities of the
+// edge's draw.
+func pick2Shares(dst, loads []float64) { pick.TwoChoiceShares(dst, loads) }
+
+// routeCount is the number of routes: one per PoP, or per PoP and tenant
+// when answers are per tenant.
+func (d *dnsModel) routeCount() int {
+	if d.perTenant {
+		return len(d.byPoP) * len(d.tenantKeys)
+	}
+	return len(d.byPoP)
+}
+
+// routes computes the route of every (PoP, tenant) from the cached
+// answers; demand is the step's attempts of each route.
+func (d *dnsModel) routes(dst []route, pick string, load loadFunc, demand []float64, nOrigins int) []route {
 	tenants := 1
 	if d.perTenant {
 		tenants = len(d.tenantKeys)
@@ -244,14 +276,21 @@ func (d *dnsModel) routes(dst []route, pick string, load []float64, nOrigins int
 	}
 	dst = dst[:need]
 	acc := make([]float64, nOrigins)
+	lbuf := make([]float64, nOrigins)
 	for k, rs := range d.byPoP {
 		for t := range tenants {
 			clear(acc)
 			w := 1 / float64(len(rs))
-			for _, ri := range rs {
-				pickShares(acc, d.resolvers[ri].answers[t], pick, w, load)
+			ri := k*tenants + t
+			for _, r := range rs {
+				ans := d.resolvers[r].answers[t]
+				loads := lbuf[:len(ans)]
+				if pick == "p2c" {
+					load(loads, k, ans)
+				}
+				pickShares(acc, ans, pick, w, loads, demand[ri])
 			}
-			rt := &dst[k*tenants+t]
+			rt := &dst[ri]
 			rt.origin, rt.share = rt.origin[:0], rt.share[:0]
 			for o, s := range acc {
 				if s > 0 {
@@ -262,6 +301,95 @@ func (d *dnsModel) routes(dst []route, pick string, load []float64, nOrigins int
 		}
 	}
 	return dst
+}
+
+// retryRoute is where the edge hosts of PoP k (and tenant t) send again
+// the streams origin from refused: each resolver's hosts, in proportion to
+// what they sent to from, pick among the other addresses of their answer
+// (first: the address after from in the answer). none is the share of
+// the streams whose hosts have no other address.
+func (d *dnsModel) retryRoute(k, t, from int, pick string, load loadFunc) (origins []int, shares []float64, none float64) {
+	if !d.perTenant {
+		t = 0
+	}
+	acc := map[int]float64{}
+	var sent float64
+	n := len(d.scratch) + cap(d.scratch)
+	lbuf, sbuf, rest := make([]float64, n), make([]float64, n), make([]int, 0, n)
+	for _, r := range d.byPoP[k] {
+		ans := d.resolvers[r].answers[t]
+		// The share of this resolver's streams that went to from.
+		loads := lbuf[:len(ans)]
+		if pick == "p2c" {
+			load(loads, k, ans)
+		}
+		wFrom := 0.0
+		sh := sbuf[:len(ans)]
+		clear(sh)
+		switch pick {
+		case "first":
+			if len(ans) > 0 && ans[0] == from {
+				wFrom = 1
+			}
+		case "random":
+			for _, o := range ans {
+				if o == from {
+					wFrom = 1 / float64(len(ans))
+				}
+			}
+		default:
+			pick2Shares(sh, loads)
+			for j, o := range ans {
+				if o == from {
+					wFrom = sh[j]
+				}
+			}
+		}
+		if wFrom == 0 {
+			continue
+		}
+		sent += wFrom
+		others := rest[:0]
+		at := -1
+		for j, o := range ans {
+			if o == from {
+				at = j
+				continue
+			}
+			others = append(others, o)
+		}
+		if len(others) == 0 {
+			none += wFrom
+			continue
+		}
+		switch pick {
+		case "first":
+			acc[ans[(at+1)%len(ans)]] += wFrom
+		case "random":
+			for _, o := range others {
+				acc[o] += wFrom / float64(len(others))
+			}
+		default:
+			ol := lbuf[:len(others)]
+			load(ol, k, others)
+			os := sbuf[:len(others)]
+			pick2Shares(os, ol)
+			for j, o := range others {
+				acc[o] += wFrom * os[j]
+			}
+		}
+	}
+	if sent == 0 {
+		return nil, nil, 1
+	}
+	for o := range acc {
+		origins = append(origins, o)
+	}
+	slices.Sort(origins)
+	for _, o := range origins {
+		shares = append(shares, acc[o]/(sent-none))
+	}
+	return origins, shares, none / sent
 }
 
 // hand returns the hand of tenant t when placement is shuffle-sharded.

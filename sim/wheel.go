@@ -15,6 +15,7 @@ import (
 type cohort struct {
 	flow    int32
 	attempt uint16
+	try     uint8 // addresses its edge hosts tried in this step, less one
 	prev    int32
 	n       int64
 }
@@ -112,7 +113,7 @@ func (w *wheel) take(step int, dst []cohort) []cohort {
 	slices.Sort(w.keys)
 	for _, p := range w.keys {
 		k, n := unpack(p), b[p]
-		dst = append(dst, cohort{k.flow, k.attempt, k.prev, n})
+		dst = append(dst, cohort{flow: k.flow, attempt: k.attempt, prev: k.prev, n: n})
 		w.total -= n
 	}
 	clear(b)

@@ -24,7 +24,7 @@ func floor(pkg string) (n int, ok bool) {
 		return 4, true // the DNS answer selection is a policy library
 	case top == "authdns" || top == "hub" || top == "edge" || top == "client":
 		return 3, true
-	case top == "shard" || top == "limit" || top == "backoff" || top == "health" ||
+	case top == "shard" || top == "pick" || top == "limit" || top == "backoff" || top == "health" ||
 		top == "wire" || top == "scenario" || top == "scenarios" || top == "internal":
 		return 4, true // scenarios: the shipped scenario files, embedded
 	}
