@@ -251,12 +251,13 @@ type relayStream struct {
 	unsent     int // frames queued and not written yet (the writer's batch included)
 	replies    int
 	sessions   map[uint64]*relayTransport
-	maxTag     uint64     // the highest tag opened
-	finishing  bool       // end once the queue is written
-	ended      bool       // the stream is over (done is closed once its sessions are closing)
-	end        wire.Close // why the stream ends
-	sessionEnd wire.Close // the close of the sessions on it
-	emptied    chan struct{}
+	maxTag     uint64        // the highest tag opened
+	finishing  bool          // end once the queue is written
+	ended      bool          // the stream is over (done is closed once its sessions are closing)
+	end        wire.Close    // why the stream ends
+	sessionEnd wire.Close    // the close of the sessions on it
+	emptied    chan struct{} // closed once the stream ended and its last session left
+	isEmptied  bool          // emptied is closed
 }
 
 func newRelayStream(h *Hub, stream corralv1.Corral_RelayServer) *relayStream {
@@ -309,12 +310,28 @@ func (rs *relayStream) fail(c, sc wire.Close) {
 			s.peerGone(sc)
 		}
 	}
+	rs.failed()
+}
+
+// failed is the end of fail, once the sessions are closing: done closes,
+// and emptied when no session is left. The last session may have left
+// (and closed emptied) while fail notified the others without mu.
+func (rs *relayStream) failed() {
 	rs.mu.Lock()
 	close(rs.done)
 	if len(rs.sessions) == 0 {
-		close(rs.emptied)
+		rs.emptiedLocked()
 	}
 	rs.mu.Unlock()
+}
+
+// emptiedLocked closes emptied once; rs.mu is held. Both fail and the last
+// session's leave find the stream ended and empty, in either order.
+func (rs *relayStream) emptiedLocked() {
+	if !rs.isEmptied {
+		rs.isEmptied = true
+		close(rs.emptied)
+	}
 }
 
 func (rs *relayStream) endReason() wire.Close {
@@ -701,7 +718,7 @@ func (t *relayTransport) leave(c wire.Close) {
 	}
 	empty := len(rs.sessions) == 0
 	if empty && rs.ended {
-		close(rs.emptied)
+		rs.emptiedLocked()
 	}
 	rs.mu.Unlock()
 	rs.h.metrics.relaySessions.WithLabelValues(t.device).Dec()

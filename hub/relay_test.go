@@ -837,3 +837,40 @@ func TestRelaySharedEncoding(t *testing.T) {
 		t.Fatalf("a frame above the limit: %v, want errRelayTooBig", err)
 	}
 }
+
+// TestRelayLastLeaveDuringFail: the last session of a stream that fails
+// leaves while fail notifies the sessions (without the stream's lock):
+// the leave sees the stream ended and empty, and so does the end of fail;
+// emptied closes once (killing a hub of a fleet under kraken's
+// TestHubKillLosesNoP0 panicked with a close of a closed channel).
+func TestRelayLastLeaveDuringFail(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Admin.Addr = ""
+	h, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &relayStream{h: h, kick: make(chan struct{}, 1), done: make(chan struct{}), emptied: make(chan struct{}),
+		sessions: make(map[uint64]*relayTransport)}
+	rs.room.L = &rs.mu
+	tr := &relayTransport{rs: rs, tag: 1, device: "ws"}
+	rs.sessions[1] = tr
+	h.metrics.relaySessions.WithLabelValues("ws").Inc()
+	// fail's first half: the stream is ended, the sessions are told
+	// without the lock; meanwhile the last one leaves.
+	rs.mu.Lock()
+	rs.ended = true
+	rs.mu.Unlock()
+	tr.leave(relayEndedClose)
+	rs.failed()
+	select {
+	case <-rs.emptied:
+	default:
+		t.Fatal("emptied not closed once the last session left")
+	}
+	select {
+	case <-rs.done:
+	default:
+		t.Fatal("done not closed")
+	}
+}

@@ -171,12 +171,15 @@ func TestVariantsExpandTheSweep(t *testing.T) {
 	}
 }
 
-// TestShippedScenariosLoad loads every file under scenarios/.
+// TestShippedScenariosLoad loads every file under scenarios/ (and its
+// reliability/ files, which kraken runs).
 func TestShippedScenariosLoad(t *testing.T) {
 	files, err := filepath.Glob("../scenarios/*.yaml")
 	if err != nil || len(files) < 5 {
 		t.Fatalf("scenario files: %v, %v", files, err)
 	}
+	more, _ := filepath.Glob("../scenarios/reliability/*.yaml")
+	files = append(files, more...)
 	for _, f := range files {
 		s, err := Load(f)
 		if err != nil {
