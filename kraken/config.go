@@ -78,6 +78,10 @@ type Config struct {
 	Dialers int
 	// Progress receives a progress line every ProgressEvery; nil: none.
 	Progress io.Writer
+	// Live makes the progress a small table redrawn in place (ANSI
+	// escapes) instead of lines: for a terminal. corral kraken run sets it
+	// when stderr is one.
+	Live bool
 	// ProgressEvery is the period of progress lines. Default 1s.
 	ProgressEvery time.Duration
 	// Settle is how long the run waits at its end for messages still in

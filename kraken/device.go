@@ -65,6 +65,7 @@ type device struct {
 	prio   uint8 // 0 (P0) .. 2
 	tenant uint16
 	region atomic.Uint32 // index of the device's region (Config.Regions)
+	node   *atomic.Int64 // sessions held on the origin of the held session (under mu)
 
 	mu        sync.Mutex
 	state     uint8
@@ -177,6 +178,7 @@ func (d *device) failLocked(reason string, cl wire.Close) {
 	}
 	d.mu.Unlock()
 	d.r.rec.failure(reason, int(d.prio))
+	d.r.rec.failedAt(time.Now(), int(d.prio))
 	if terminal {
 		d.r.rec.terminal(int(d.prio))
 	}
@@ -259,6 +261,8 @@ func (d *device) welcome(w *wsConn, wl *corralv1.Welcome, now time.Time) {
 	lat := now.Sub(d.attemptAt)
 	storm, down, tries := d.storm, d.downAt, d.tries
 	d.storm, d.tries = -1, 0
+	d.node = d.r.originHeld(wl.GetNodeId())
+	d.node.Add(1)
 	d.mu.Unlock()
 	d.r.held.Add(1)
 	rec := d.r.rec
@@ -392,6 +396,7 @@ func (d *device) ended(w *wsConn, reason string, cl wire.Close) {
 	}
 	// A held session ended: the device starts to recover.
 	d.r.held.Add(-1)
+	d.leftOrigin()
 	d.r.lastLoss.Store(time.Now().UnixNano())
 	storm := d.pending
 	if storm < 0 {
@@ -441,6 +446,7 @@ func (d *device) stop() {
 	d.mu.Lock()
 	if d.state == stUp {
 		d.r.held.Add(-1)
+		d.leftOrigin()
 	}
 	d.state = stStopped
 	if d.timer != nil {
@@ -451,5 +457,13 @@ func (d *device) stop() {
 	d.mu.Unlock()
 	if w != nil {
 		w.close(wire.CloseNormal)
+	}
+}
+
+// leftOrigin counts the held session off its origin (caller holds mu).
+func (d *device) leftOrigin() {
+	if d.node != nil {
+		d.node.Add(-1)
+		d.node = nil
 	}
 }

@@ -247,6 +247,10 @@ func TestFaultsRun(t *testing.T) {
 	if w := res.Welcomes["hub-east"].Total(); mv.Dropped != 20 || mv.Back != 20 || w != 20 {
 		t.Errorf("move: dropped %d back %d, east welcomed %d; want the 20 devices of east (half) moved and back", mv.Dropped, mv.Back, w)
 	}
+	hb := res.HeldByOrigin
+	if e, w := hb["hub-east"], hb["hub-west"]; len(e) == 0 || len(w) == 0 || e[0] != 20 || w[0] != 20 || e[len(e)-1] != 0 || w[len(w)-1] != 40 {
+		t.Errorf("held by origin per second: east %v, west %v; want 20 and 20 first, 0 and 40 last", e, w)
+	}
 	if un.Error != "" || fr.Error != "" {
 		t.Errorf("storm errors: %q %q", un.Error, fr.Error)
 	}

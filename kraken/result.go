@@ -48,6 +48,15 @@ type Result struct {
 	Attempts          int64   `json:"attempts"`
 	AttemptsPerSecond []int64 `json:"attempts_per_second"`
 	HeldPerSecond     []int64 `json:"held_per_second"`
+	// HeldMinPerSecond is the fewest sessions held at any sample of each
+	// second (samples every 20 ms): a drop the devices recover from within
+	// the second shows here, not in HeldPerSecond.
+	HeldMinPerSecond []int64 `json:"held_min_per_second"`
+	// FailuresPerSecond counts the failed attempts of each second by
+	// priority; HeldByOrigin the sessions each origin (Welcome.node_id)
+	// held at the end of each second.
+	FailuresPerSecond map[string][]int64 `json:"failures_per_second"`
+	HeldByOrigin      map[string][]int64 `json:"held_by_origin_per_second"`
 
 	Welcomes    map[string]Counts `json:"welcomes"`
 	Failures    map[string]Counts `json:"failures"`
@@ -133,6 +142,7 @@ func newResult(name string) *Result {
 	r := &Result{
 		Scenario: name, Agents: 1,
 		Welcomes: map[string]Counts{}, Failures: map[string]Counts{}, Disconnects: map[string]Counts{}, Terminal: Counts{},
+		FailuresPerSecond: map[string][]int64{}, HeldByOrigin: map[string][]int64{},
 		Latency:  Latency{Connect: NewHistogram(), Welcome: NewHistogram(), Resume: NewHistogram(), Deliver: map[string]*Histogram{}},
 		Messages: Messages{Published: Counts{}, PublishFailures: Counts{}, Received: Counts{}, Delivered: Counts{}},
 	}
@@ -203,6 +213,17 @@ func addSeries(dst, o []int64) []int64 {
 	return dst
 }
 
+// addSeriesMap adds the series of o to dst's of the same key.
+func addSeriesMap(dst, o map[string][]int64) map[string][]int64 {
+	if dst == nil && len(o) > 0 {
+		dst = map[string][]int64{}
+	}
+	for k, v := range o {
+		dst[k] = addSeries(dst[k], v)
+	}
+	return dst
+}
+
 // Merge adds the result o of another agent of the same run into r. It
 // fails, leaving r unchanged, when o ran another scenario or other storms.
 func (r *Result) Merge(o *Result) error {
@@ -227,6 +248,9 @@ func (r *Result) Merge(o *Result) error {
 	r.Attempts += o.Attempts
 	r.AttemptsPerSecond = addSeries(r.AttemptsPerSecond, o.AttemptsPerSecond)
 	r.HeldPerSecond = addSeries(r.HeldPerSecond, o.HeldPerSecond)
+	r.HeldMinPerSecond = addSeries(r.HeldMinPerSecond, o.HeldMinPerSecond)
+	r.FailuresPerSecond = addSeriesMap(r.FailuresPerSecond, o.FailuresPerSecond)
+	r.HeldByOrigin = addSeriesMap(r.HeldByOrigin, o.HeldByOrigin)
 	addNested(r.Welcomes, o.Welcomes)
 	addNested(r.Failures, o.Failures)
 	addNested(r.Disconnects, o.Disconnects)
@@ -353,6 +377,41 @@ func (rec *recorder) back(s int, d time.Duration, attempts int) {
 	st.BackAfter.Record(d)
 }
 
+// failedAt counts a failed attempt of priority prio in the second of t.
+func (rec *recorder) failedAt(t time.Time, prio int) {
+	s := rec.second(t)
+	if s < 0 {
+		return
+	}
+	rec.mu.Lock()
+	rec.res.FailuresPerSecond[priorityLabels[prio]] = grow(rec.res.FailuresPerSecond[priorityLabels[prio]], s)
+	rec.res.FailuresPerSecond[priorityLabels[prio]][s]++
+	rec.mu.Unlock()
+}
+
+// heldByOrigin records the sessions each origin holds at t (the last
+// sample of a second wins).
+func (rec *recorder) heldByOrigin(t time.Time, held map[string]int64) {
+	s := rec.second(t)
+	if s < 0 {
+		return
+	}
+	rec.mu.Lock()
+	for node, n := range held {
+		rec.res.HeldByOrigin[node] = grow(rec.res.HeldByOrigin[node], s)
+		rec.res.HeldByOrigin[node][s] = n
+	}
+	rec.mu.Unlock()
+}
+
+// grow extends v with zeros to hold index s.
+func grow(v []int64, s int) []int64 {
+	for len(v) <= s {
+		v = append(v, 0)
+	}
+	return v
+}
+
 // held records the sessions held at t (the last sample of a second wins).
 func (rec *recorder) held(t time.Time, n int64) {
 	s := rec.second(t)
@@ -364,6 +423,11 @@ func (rec *recorder) held(t time.Time, n int64) {
 		rec.res.HeldPerSecond = append(rec.res.HeldPerSecond, 0)
 	}
 	rec.res.HeldPerSecond[s] = n
+	if len(rec.res.HeldMinPerSecond) <= s {
+		rec.res.HeldMinPerSecond = grow(rec.res.HeldMinPerSecond, s)
+		rec.res.HeldMinPerSecond[s] = n
+	}
+	rec.res.HeldMinPerSecond[s] = min(rec.res.HeldMinPerSecond[s], n)
 	rec.mu.Unlock()
 }
 

@@ -25,6 +25,7 @@ func feed(rnd *rand.Rand, t0 time.Time, recs ...*recorder) {
 				rec.attempt(at)
 			case 1:
 				rec.failure(reason, p)
+				rec.failedAt(at, p)
 			case 2:
 				rec.welcome(nodes[p], p)
 				rec.res.Latency.Welcome.Record(d)
@@ -85,6 +86,9 @@ func TestMergeIsExact(t *testing.T) {
 		a.held(at, na)
 		b.held(at, nb)
 		whole.held(at, na+nb)
+		a.heldByOrigin(at, map[string]int64{"hub-1": na, "hub-2": 1})
+		b.heldByOrigin(at, map[string]int64{"hub-1": nb, "hub-3": 2})
+		whole.heldByOrigin(at, map[string]int64{"hub-1": na + nb, "hub-2": 1, "hub-3": 2})
 	}
 	a.res.Devices, b.res.Devices, whole.res.Devices = 100, 50, 150
 	whole.res.Agents = 2

@@ -79,7 +79,12 @@ type runner struct {
 	epochMu sync.Mutex
 	epochs  map[string]string
 
+	nodeMu sync.Mutex
+	nodes  map[string]*atomic.Int64 // sessions held per origin (Welcome.node_id)
+
 	pub *publisher
+
+	liveLines int // lines of the live table drawn last (progress only)
 
 	restores restores      // freezes and unhealthy spells to end
 	ended    chan struct{} // closed when the run stops driving
@@ -98,6 +103,29 @@ func (r *runner) intern(s string) string {
 	}
 	r.epochs[s] = s
 	return s
+}
+
+// originHeld returns the counter of sessions held on node.
+func (r *runner) originHeld(node string) *atomic.Int64 {
+	r.nodeMu.Lock()
+	defer r.nodeMu.Unlock()
+	c, ok := r.nodes[node]
+	if !ok {
+		c = new(atomic.Int64)
+		r.nodes[node] = c
+	}
+	return c
+}
+
+// heldByOrigin returns the sessions held per origin now.
+func (r *runner) heldByOrigin() map[string]int64 {
+	r.nodeMu.Lock()
+	defer r.nodeMu.Unlock()
+	out := make(map[string]int64, len(r.nodes))
+	for n, c := range r.nodes {
+		out[n] = c.Load()
+	}
+	return out
 }
 
 // dial queues an attempt of d for the dialers.
@@ -161,7 +189,7 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 	}
 	r := &runner{
 		cfg: cfg, pl: pl, codec: codec, connectTimeout: pl.connectTimeout,
-		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{}, ended: make(chan struct{}),
+		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{}, ended: make(chan struct{}), nodes: map[string]*atomic.Int64{},
 		events: int64(len(pl.waves) + len(pl.storms) + len(pl.publishes)),
 	}
 	r.rec.start.Store(time.Now().Add(100 * 365 * 24 * time.Hour).UnixNano()) // warm-up: outside the series
@@ -299,6 +327,7 @@ func (r *runner) run(ctx context.Context) *Result {
 	for {
 		now := time.Now()
 		r.rec.held(now, r.held.Load())
+		r.rec.heldByOrigin(now, r.heldByOrigin())
 		if !now.Before(nextLine) {
 			r.progress(now, "")
 			nextLine = now.Add(cfg.ProgressEvery)
@@ -438,24 +467,6 @@ func (r *runner) fireStorm(ctx context.Context, i int, s stormEvent) {
 	default:
 		r.fireOriginStorm(ctx, i, s)
 	}
-}
-
-// progress writes one progress line.
-func (r *runner) progress(now time.Time, phase string) {
-	if r.cfg.Progress == nil {
-		return
-	}
-	r.rec.mu.Lock()
-	res := r.rec.res
-	var fails int64
-	for _, c := range res.Failures {
-		fails += c.Total()
-	}
-	line := fmt.Sprintf("kraken: %s held %d/%d attempts %d failures %d recovering %d published %d delivered %d",
-		r.clock(now, phase), r.held.Load(), len(r.devices), res.Attempts, fails, r.recovering.Load(),
-		res.Messages.Published.Total(), res.Messages.Delivered.Total())
-	r.rec.mu.Unlock()
-	fmt.Fprintln(r.cfg.Progress, line)
 }
 
 func (r *runner) clock(now time.Time, phase string) string {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/internal/browser"
 )
 
 // TestMain runs the test binary as a kraken agent when a test started it
@@ -26,7 +27,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	browser.Stop() // the report's browser test
+	os.Exit(code)
 }
 
 // agentCommands is a Split.Command that starts this test binary as an

@@ -36,6 +36,8 @@ type krakenFlags struct {
 	origins   []string
 	regions   []string
 	out       string
+	report    string
+	plain     bool
 	every     time.Duration
 
 	agents     int
@@ -105,6 +107,8 @@ kraken/README.md) to stdout, or to --out FILE.`,
 	fl.StringArrayVar(&f.regions, "region", nil, "NAME=ws://HOST:PORT/v1/ws: a target of region NAME of the scenario's origins (repeatable; needed by traffic.move and a region's traffic.disconnects)")
 	fl.StringVar(&f.out, "out", "", "write the JSON result to this file instead of stdout")
 	fl.DurationVar(&f.every, "every", time.Second, "period of the progress lines")
+	fl.StringVar(&f.report, "report", "", "also write a self-contained HTML report of the result (charts, storms, latency percentiles) to this file")
+	fl.BoolVar(&f.plain, "plain", false, "plain progress lines even on a terminal (default there: a live table redrawn in place)")
 	fl.IntVar(&f.agents, "agents", 0, "agent processes to split the run over (default: as many as --devices-per-agent asks; 1 runs in this process)")
 	fl.IntVar(&f.perAgent, "devices-per-agent", 18_000, "devices one agent process drives at most, when --agents is not given")
 	fl.IntVar(&f.remote, "remote", 0, "agents that join from other machines (corral kraken agent --nats URL); the others start here")
@@ -176,6 +180,7 @@ func runKraken(ctx context.Context, g *globals, path string, f krakenFlags) erro
 		Targets: f.targets, Resolver: f.resolver, PublishURL: f.publish,
 		Progress: g.stderr, ProgressEvery: f.every, Logger: log,
 	}
+	cfg.Live = !f.plain && isTerminal(g.stderr)
 	if f.apiKeyEnv != "" {
 		cfg.APIKey = os.Getenv(f.apiKeyEnv)
 	}
@@ -217,6 +222,11 @@ func runKraken(ctx context.Context, g *globals, path string, f krakenFlags) erro
 		return err
 	}
 	b = append(b, '\n')
+	if f.report != "" {
+		if err := writeReport(f.report, res); err != nil {
+			return err
+		}
+	}
 	if f.out != "" {
 		return os.WriteFile(f.out, b, 0o644)
 	}
@@ -233,7 +243,7 @@ func runSplit(ctx context.Context, g *globals, sc *scenario.Scenario, cfg kraken
 	}
 	// The agents' logs go to stderr beside the progress lines.
 	stderr := &syncWriter{w: g.stderr}
-	cfg.Progress = stderr
+	cfg.Progress, cfg.Live = stderr, false // the agents' logs come between
 	split := kraken.Split{
 		Agents: f.agents, DevicesPerAgent: f.perAgent, Remote: f.remote, NATS: f.nats, NATSListen: f.natsListen,
 		Command: func(url, run string) *exec.Cmd {
@@ -324,6 +334,32 @@ func originFlags(cfg *kraken.Config, f krakenFlags) error {
 	}
 	if p.CanMarkUnhealthy() {
 		cfg.Unhealthy = p.Unhealthy
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// writeReport writes the HTML report of res to path.
+func writeReport(path string, res *kraken.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("kraken: report: %w", err)
+	}
+	if err := kraken.WriteReport(f, res); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("kraken: report: %w", err)
 	}
 	return nil
 }

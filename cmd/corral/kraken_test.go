@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -39,9 +40,16 @@ func TestKrakenRun(t *testing.T) {
 	t.Setenv("CORRAL_DEV_SECRET", exampleSecret)
 	// The target is the scenario's own (target.urls): no --target.
 	sc := krakenScenario + "target: {urls: [\"ws://" + h.addr + "/v1/ws\"]}\n"
-	code, out, errOut := corral(t, "kraken", "run", writeScenario(t, sc), "--secret-env", "CORRAL_DEV_SECRET", "--kid", "dev")
+	report := filepath.Join(t.TempDir(), "report.html")
+	code, out, errOut := corral(t, "kraken", "run", writeScenario(t, sc), "--secret-env", "CORRAL_DEV_SECRET", "--kid", "dev", "--report", report)
 	if code != 0 {
 		t.Fatalf("kraken run: exit %d, stderr %s", code, errOut)
+	}
+	if page, err := os.ReadFile(report); err != nil || !strings.Contains(string(page), "Devices connected") || !strings.Contains(string(page), "Latency percentiles") {
+		t.Errorf("--report wrote no report (%v)", err)
+	}
+	if strings.Contains(errOut, "\x1b[") {
+		t.Errorf("the live table went to a stderr that is not a terminal:\n%q", errOut)
 	}
 	var res struct {
 		Held    int64  `json:"held"`
