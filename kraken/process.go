@@ -153,7 +153,7 @@ func (p *Processes) signal(i int, sig syscall.Signal) error {
 	if err != nil {
 		return err
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
+	if err := sendSignal(pid, sig); err != nil {
 		return fmt.Errorf("kraken: origin %d: %v to process %d: %w", i+1, sig, pid, err)
 	}
 	return nil
@@ -185,7 +185,7 @@ func (p *Processes) Kill(_ context.Context, n int, freeze bool) (thaw func() err
 	defer p.mu.Unlock()
 	what, sig := "a kill", syscall.SIGKILL
 	if freeze {
-		what, sig = "a freeze", syscall.SIGSTOP
+		what, sig = "a freeze", sigStop
 	}
 	idx, err := p.pick(what, n, p.frozen)
 	if err != nil {
@@ -214,7 +214,7 @@ func (p *Processes) Kill(_ context.Context, n int, freeze bool) (thaw func() err
 		var errs []error
 		for _, i := range stopped {
 			p.frozen[i] = false
-			errs = append(errs, p.signal(i, syscall.SIGCONT))
+			errs = append(errs, p.signal(i, sigCont))
 		}
 		return errors.Join(errs...)
 	}, errors.Join(errs...)
