@@ -53,6 +53,10 @@ type Config struct {
 	// APIKey is the backends' publish key, for every tenant (default: a
 	// random one, see Fleet.APIKey).
 	APIKey string
+	// HubWSPort and HubGRPCPort are the hubs' common WebSocket and gRPC
+	// ports; EdgeWSPort and EdgeGRPCPort the edges'. 0 (the default)
+	// picks a port free on every address of the tier.
+	HubWSPort, HubGRPCPort, EdgeWSPort, EdgeGRPCPort int
 
 	relayKey string // the edges' relay key, random per fleet
 }
@@ -117,6 +121,20 @@ func (c *Config) Validate() error {
 	}
 	if c.DNSListen == "" {
 		c.DNSListen = "127.0.0.1:0"
+	}
+	for _, p := range []struct {
+		key  string
+		port int
+	}{{"hub_ws_port", c.HubWSPort}, {"hub_grpc_port", c.HubGRPCPort}, {"edge_ws_port", c.EdgeWSPort}, {"edge_grpc_port", c.EdgeGRPCPort}} {
+		if p.port < 0 || p.port > 65535 {
+			return fmt.Errorf("fleet: %s: %d, want 0 (any free port) to 65535", p.key, p.port)
+		}
+	}
+	if c.HubWSPort != 0 && c.HubWSPort == c.HubGRPCPort {
+		return fmt.Errorf("fleet: hub_ws_port and hub_grpc_port: both %d", c.HubWSPort)
+	}
+	if c.EdgeWSPort != 0 && c.EdgeWSPort == c.EdgeGRPCPort {
+		return fmt.Errorf("fleet: edge_ws_port and edge_grpc_port: both %d", c.EdgeWSPort)
 	}
 	if c.Secret != "" && len(c.Secret) < 32 {
 		return errors.New("fleet: secret: shorter than 32 bytes")

@@ -51,6 +51,9 @@ type Part struct {
 type Hub struct {
 	Part
 	*hub.Hub
+	// IP is the hub's address.
+	IP     string
+	gate   *gate
 	killed bool
 }
 
@@ -58,6 +61,8 @@ type Hub struct {
 type Edge struct {
 	Part
 	*edge.Edge
+	// IP is the edge's address.
+	IP      string
 	stopped bool
 }
 
@@ -77,8 +82,9 @@ type Fleet struct {
 	port    int // the hubs' common gRPC port
 	wsPort  int // the hubs' common WebSocket port
 	edges   []*Edge
-	edgeWS  int // the edges' common WebSocket port
-	edgeRPC int // the edges' common gRPC port
+	edgeWS  int    // the edges' common WebSocket port
+	edgeRPC int    // the edges' common gRPC port
+	policy  string // the origin record's policy now
 	started bool
 }
 
@@ -132,7 +138,7 @@ func (f *Fleet) Start(ctx context.Context) (err error) {
 	if f.nats, err = natsutil.StartCluster("corral-fleet", f.cfg.NATSMembers, deadline, f.log.With("part", "nats")); err != nil {
 		return fmt.Errorf("fleet: nats: %w", err)
 	}
-	if f.wsPort, f.port, err = commonPorts(f.hubIPs()); err != nil {
+	if f.wsPort, f.port, err = commonPorts(f.hubIPs(), f.cfg.HubWSPort, f.cfg.HubGRPCPort); err != nil {
 		return err
 	}
 	for i := range f.cfg.Hubs {
@@ -151,7 +157,7 @@ func (f *Fleet) Start(ctx context.Context) (err error) {
 	if f.cfg.edges() == 0 {
 		return nil
 	}
-	if f.edgeWS, f.edgeRPC, err = commonPorts(f.edgeIPs()); err != nil {
+	if f.edgeWS, f.edgeRPC, err = commonPorts(f.edgeIPs(), f.cfg.EdgeWSPort, f.cfg.EdgeGRPCPort); err != nil {
 		return err
 	}
 	for j := range f.cfg.edges() {
@@ -199,7 +205,7 @@ func (f *Fleet) startEdge(j int) error {
 	if err != nil {
 		return fmt.Errorf("fleet: %s: %w", name, err)
 	}
-	fe := &Edge{Part: Part{Name: name, Registry: reg, errc: make(chan error, 1)}, Edge: e}
+	fe := &Edge{Part: Part{Name: name, Registry: reg, errc: make(chan error, 1)}, Edge: e, IP: ip}
 	go func() { fe.errc <- e.Run(context.Background()) }()
 	f.edges = append(f.edges, fe)
 	return nil
@@ -214,19 +220,24 @@ func (f *Fleet) hubIPs() []string {
 	return ips
 }
 
-// commonPorts finds two ports free on every address of ips, so that the
-// hubs share them: a DNS answer names hosts, not ports.
-func commonPorts(ips []string) (ws, grpc int, err error) {
-	var ports []int
-	for tries := 0; len(ports) < 2 && tries < 50; tries++ {
-		if p, ok := freeOnAll(ips); ok {
-			ports = append(ports, p)
+// commonPorts returns the two ports the parts on ips share (a DNS answer
+// names hosts, not ports): ws and grpc when they are set, else ports free
+// on every address of ips.
+func commonPorts(ips []string, ws, grpc int) (int, int, error) {
+	for tries := 0; (ws == 0 || grpc == 0) && tries < 50; tries++ {
+		p, ok := freeOnAll(ips)
+		switch {
+		case !ok || p == ws || p == grpc:
+		case ws == 0:
+			ws = p
+		default:
+			grpc = p
 		}
 	}
-	if len(ports) < 2 {
-		return 0, 0, fmt.Errorf("fleet: no port free on every hub address %v", ips)
+	if ws == 0 || grpc == 0 {
+		return 0, 0, fmt.Errorf("fleet: no port free on every address %v", ips)
 	}
-	return ports[0], ports[1], nil
+	return ws, grpc, nil
 }
 
 // freeOnAll picks a free port on ips[0] and checks it is free on the
@@ -273,11 +284,15 @@ func (f *Fleet) startHub(i int) error {
 	if f.opts.Hub != nil {
 		f.opts.Hub(i, &cfg, &opts)
 	}
+	g, err := newGate(cfg, &opts, reg)
+	if err != nil {
+		return fmt.Errorf("fleet: %s: %w", name, err)
+	}
 	h, err := hub.New(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("fleet: %s: %w", name, err)
 	}
-	fh := &Hub{Part: Part{Name: name, Registry: reg, errc: make(chan error, 1)}, Hub: h}
+	fh := &Hub{Part: Part{Name: name, Registry: reg, errc: make(chan error, 1)}, Hub: h, IP: ip, gate: g}
 	go func() { fh.errc <- h.Run(context.Background()) }()
 	f.hubs = append(f.hubs, fh)
 	return nil
@@ -286,13 +301,34 @@ func (f *Fleet) startHub(i int) error {
 // startDNS serves the zone whose origin record lists every hub, each
 // behind a TCP health check of its gRPC port.
 func (f *Fleet) startDNS(ctx context.Context) error {
+	cfg, err := f.dnsConfig(f.cfg.Policy)
+	if err != nil {
+		return err
+	}
+	cfg.Listen = f.cfg.DNSListen
+	reg := prometheus.NewRegistry()
+	s, err := authdns.New(cfg, authdns.Options{Registerer: reg, Logger: f.log.With("part", "dns")})
+	if err != nil {
+		return fmt.Errorf("fleet: dns: %w", err)
+	}
+	f.dns, f.dnsPart, f.policy = s, Part{Name: "dns", Registry: reg, errc: make(chan error, 1)}, f.cfg.Policy
+	go func() { f.dnsPart.errc <- s.Run(context.Background()) }()
+	return waitReady(ctx, "dns", s.Ready, f.dnsPart.errc)
+}
+
+// dnsConfig is the DNS server's configuration with the origin record
+// under policy: one A record per hub, each behind a TCP health check of
+// the hub's gRPC port (every 1 s); weighted policies give every hub
+// weight 1, weighted-subset answers 2 of them. A policy the record cannot
+// take is an error.
+func (f *Fleet) dnsConfig(policy string) (*authdns.Config, error) {
 	cfg := authdns.DefaultConfig()
 	cfg.Listen = f.cfg.DNSListen
 	cfg.Sockets = 1
 	cfg.RRL.Enabled = false // every query comes from the one loopback client
-	rec := authdns.RecordConfig{Name: "origin", Type: "A", TTL: 5 * time.Second, Policy: f.cfg.Policy}
-	if f.cfg.Policy == "weighted-subset" {
-		rec.N = 2
+	rec := authdns.RecordConfig{Name: "origin", Type: "A", TTL: 5 * time.Second, Policy: policy}
+	if policy == "weighted-subset" {
+		rec.N = min(2, f.cfg.Hubs)
 	}
 	for i, ip := range f.hubIPs() {
 		check := "hub-" + strconv.Itoa(i+1)
@@ -301,7 +337,7 @@ func (f *Fleet) startDNS(ctx context.Context) error {
 			Interval: time.Second, Timeout: 500 * time.Millisecond,
 		})
 		v := authdns.ValueConfig{Value: ip, Check: check}
-		if f.cfg.Policy == "weighted" || f.cfg.Policy == "weighted-subset" {
+		if policy == "weighted" || policy == "weighted-subset" {
 			v.Weight = 1
 		}
 		rec.Values = append(rec.Values, v)
@@ -314,16 +350,9 @@ func (f *Fleet) startDNS(ctx context.Context) error {
 		Records: []authdns.RecordConfig{{Name: "ns1", Type: "A", Values: []authdns.ValueConfig{{Value: "127.0.0.1"}}}, rec},
 	}}
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("fleet: dns: %w", err)
+		return nil, fmt.Errorf("fleet: dns: policy %s: %w", policy, err)
 	}
-	reg := prometheus.NewRegistry()
-	s, err := authdns.New(&cfg, authdns.Options{Registerer: reg, Logger: f.log.With("part", "dns")})
-	if err != nil {
-		return fmt.Errorf("fleet: dns: %w", err)
-	}
-	f.dns, f.dnsPart = s, Part{Name: "dns", Registry: reg, errc: make(chan error, 1)}
-	go func() { f.dnsPart.errc <- s.Run(context.Background()) }()
-	return waitReady(ctx, "dns", s.Ready, f.dnsPart.errc)
+	return &cfg, nil
 }
 
 // waitReady polls ready until it answers nil, the part's Run returns, or
@@ -345,6 +374,13 @@ func waitReady(ctx context.Context, name string, ready func() error, errc chan e
 		case <-t.C:
 		}
 	}
+}
+
+// DNS returns the DNS server (nil before Start) and its part.
+func (f *Fleet) DNS() (Part, *authdns.Server) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dnsPart, f.dns
 }
 
 // DNSAddr is the DNS server's address ("127.0.0.1:port").
@@ -450,6 +486,7 @@ func (f *Fleet) KillHub(i int) error {
 	}
 	h.killed = true
 	f.mu.Unlock()
+	h.gate.release()
 	h.Kill()
 	return nil
 }
@@ -493,6 +530,7 @@ func (f *Fleet) stopLocked(ctx context.Context) error {
 			continue
 		}
 		h.killed = true
+		h.gate.release()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
