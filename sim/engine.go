@@ -59,7 +59,6 @@ type Sim struct {
 	failKeys []uint64         // scratch of settleFails
 
 	drops   []dropEvent
-	detect  int
 	poison  []int // tenant -> step the poison starts, -1 none
 	tenants *tenantTrack
 
@@ -163,7 +162,6 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 		return nil, err
 	}
 	s.dns, s.health = dns, hv
-	s.detect = max(1, stepsOf(time.Duration(sc.DNS.HealthCheck.Threshold)*sc.DNS.HealthCheck.Interval, s.dt))
 	s.checkAt = max(1, stepsOf(sc.DNS.HealthCheck.Interval, s.dt))
 	s.popLoad = make([][]float64, s.nK)
 	for k := range s.popLoad {
