@@ -255,3 +255,22 @@ func TestFaultsRun(t *testing.T) {
 		t.Errorf("storm errors: %q %q", un.Error, fr.Error)
 	}
 }
+
+// TestEverySweepRefused: a sweep of any key (dns_policy came with the
+// simulator's CDN study) is refused with its line: kraken runs one
+// variant per run, never the first of a sweep silently.
+func TestEverySweepRefused(t *testing.T) {
+	sc := loadScenario(t, "sweep.yaml", `
+name: sweep
+duration: 10s
+population: {devices: 10, protocol: websocket}
+dns: {policy: multivalue}
+origins: [{name: a, headroom: 2, max_new_per_second: 100}]
+sweep:
+  dns_policy: [multivalue, weighted]
+`)
+	_, err := New(sc, Config{Targets: []string{"ws://127.0.0.1:1"}, Token: testToken(testSecret)})
+	if err == nil || !strings.Contains(err.Error(), "sweep.yaml:6:1: sweep: kraken runs one variant per run") {
+		t.Errorf("New = %v, want the sweep refused with its line", err)
+	}
+}

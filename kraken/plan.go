@@ -111,7 +111,7 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool, pt part) (*pla
 	if len(p.Priorities) > 3 {
 		refuse("population.priorities", "kraken maps classes onto the three session priorities P0, P1, P2: at most three classes, got %d", len(p.Priorities))
 	}
-	if len(c.Sweep.Backoff)+len(c.Sweep.Overload)+len(c.Sweep.OriginCount) > 0 {
+	if len(c.Sweep.Backoff)+len(c.Sweep.Overload)+len(c.Sweep.OriginCount)+len(c.Sweep.DNSPolicy) > 0 {
 		refuse("sweep", "kraken runs one variant per run (a sweep is for sim); remove the sweep and set the values")
 	}
 	if len(c.Traffic.RegionLoss) > 0 {
