@@ -123,3 +123,53 @@ func TestStreamHealthCheckSeesAFullOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestNotSettledWhileRequestsFail: every device reconnects after a drop,
+// but the origins serve half the requests the held streams send: the run
+// is never shown settled (it was, at 99 % connected).
+func TestNotSettledWhileRequestsFail(t *testing.T) {
+	bounded := func() *scenario.Scenario {
+		sc := storm("full", 100_000)
+		sc.Origins[0].Backlog = int64(2 * sc.Origins[0].MaxNewPerSecond)
+		return sc
+	}
+	sc := bounded()
+	sc.Client.RequestsPerSecond = 1
+	sc.Origins[0].MaxRequestsPerSecond = 100_000 / 4 / 2 // half of an even share
+	r := mustNew(t, sc).Run(nil)
+	last := r.Steps[len(r.Steps)-1]
+	t.Logf("connected %d of %d, request errors %.2f, settle %v", last.Connected, r.Devices, last.RequestErrorRate, r.Summary.TimeToSettle)
+	if last.Connected < r.Devices*99/100 || last.RequestErrorRate < 0.4 {
+		t.Fatalf("setup: %d connected, request errors %.2f", last.Connected, last.RequestErrorRate)
+	}
+	if r.Summary.TimeToSettle >= 0 {
+		t.Errorf("settled at %v s while %.0f %% of the requests fail", r.Summary.TimeToSettle, 100*last.RequestErrorRate)
+	}
+	if s := mustNew(t, bounded()).Run(nil).Summary; s.TimeToSettle < 0 {
+		t.Errorf("the same storm without the request bound never settled")
+	}
+}
+
+// TestPeakNeedsEnoughAttempts: the attempt error peak counts only steps
+// with at least PeakMinAttempts attempts; the 5xx peak of the old mixed
+// figure is not a peak of attempts.
+func TestPeakNeedsEnoughAttempts(t *testing.T) {
+	r := mustNew(t, storm("full", 100_000)).Run(nil)
+	s := r.Summary
+	if s.PeakMinAttempts != 10 {
+		t.Fatalf("min attempts %d, want 10 (100,000 devices / 10,000)", s.PeakMinAttempts)
+	}
+	max := 0.0
+	for _, st := range r.Steps {
+		if st.Attempts >= s.PeakMinAttempts {
+			max = math.Max(max, st.AttemptErrorRate)
+		}
+	}
+	if s.AttemptErrorPeak != max || s.AttemptErrorPeakAt < 0 {
+		t.Errorf("peak %v at %v, want %v over the steps with at least %d attempts", s.AttemptErrorPeak, s.AttemptErrorPeakAt, max, s.PeakMinAttempts)
+	}
+	st := r.Steps[int(s.AttemptErrorPeakAt/r.Step)]
+	if st.Attempts < s.PeakMinAttempts || st.AttemptErrorRate != s.AttemptErrorPeak {
+		t.Errorf("the peak step has %d attempts, rate %v", st.Attempts, st.AttemptErrorRate)
+	}
+}
