@@ -173,3 +173,26 @@ func TestPeakNeedsEnoughAttempts(t *testing.T) {
 		t.Errorf("the peak step has %d attempts, rate %v", st.Attempts, st.AttemptErrorRate)
 	}
 }
+
+// TestFewAttemptsAreNoPeak: five devices that arrive at a full origin
+// fail every attempt, but no step has PeakMinAttempts attempts: there is
+// no attempt error peak, though the steps' rates are 1.
+func TestFewAttemptsAreNoPeak(t *testing.T) {
+	sc := &scenario.Scenario{
+		Name:       "few",
+		Duration:   time.Minute,
+		Population: scenario.Population{Devices: 100_000, Initial: 99_995},
+		DNS:        scenario.DNS{Policy: "multivalue"},
+		Origins:    []scenario.Origin{{Name: "lb", MaxConnections: 99_995, MaxNewPerSecond: 1000}},
+		Client:     scenario.Client{Backoff: backoff.Config{Policy: "full"}},
+		Traffic:    scenario.Traffic{Arrivals: []scenario.Arrival{{At: 10 * time.Second, Devices: 5}}},
+	}
+	sc.WithDefaults()
+	r := mustNew(t, sc).Run(nil)
+	if r.Steps[10].AttemptErrorRate != 1 {
+		t.Fatalf("setup: step 10 error rate %v", r.Steps[10].AttemptErrorRate)
+	}
+	if s := r.Summary; s.AttemptErrorPeak != 0 || s.AttemptErrorPeakAt != -1 || s.AttemptErrorSeconds != 0 {
+		t.Errorf("peak %v at %v (%v s above 1 %%) from steps of at most 5 attempts", s.AttemptErrorPeak, s.AttemptErrorPeakAt, s.AttemptErrorSeconds)
+	}
+}
