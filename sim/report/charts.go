@@ -16,8 +16,10 @@ const maxOrigins = 12
 // Charts returns the charts of one run: devices connected (all and by
 // priority), connection attempts and connections made per second, failed
 // attempts per second by cause, failed requests per second, the failed
-// shares of attempts and of requests, and each origin's utilisation (up
-// to 12 origins). view is the time range shown first ([0, 0]: all).
+// shares of attempts and of requests, and per origin (up to 12): its share
+// of the new streams, its pooled upstream connections (when edge hosts
+// pool) and its utilisation. view is the time range shown first ([0, 0]:
+// all).
 func Charts(r *sim.Result, view [2]float64) []chart.Chart {
 	label := r.Variant
 	if label == "" {
@@ -65,6 +67,43 @@ func Charts(r *sim.Result, view [2]float64) []chart.Chart {
 		shares.Series = append(shares.Series, line("requests on held streams", func(s sim.Step) float64 { return ratio(sum(s.RequestErrors), s.Requests) }))
 	}
 	out = append(out, shares)
+	if len(r.Origins) > 1 {
+		newShare := chart.Chart{Title: "Share of the new streams per origin (steps with at least " + count(minAttempts) + " attempts): " + label, YLabel: "share of set-ups", Format: chart.Percent, Times: ts, View: view}
+		few := missing(steps, idx, func(s sim.Step) bool { return s.Attempts < minAttempts })
+		for o, name := range r.Origins {
+			if o >= maxOrigins {
+				break
+			}
+			l := line(name, func(s sim.Step) float64 {
+				if s.Attempts < minAttempts || o >= len(s.Origins) {
+					return 0
+				}
+				var all int64
+				for _, x := range s.Origins {
+					all += x.Attempts
+				}
+				return ratio(s.Origins[o].Attempts, all)
+			})
+			l.Missing = few
+			newShare.Series = append(newShare.Series, l)
+		}
+		out = append(out, newShare)
+	}
+	if pooled(r) {
+		pool := chart.Chart{Title: "Pooled upstream connections per origin (edge hosts to origins): " + label, YLabel: "connections", Times: ts, View: view}
+		for o, name := range r.Origins {
+			if o >= maxOrigins {
+				break
+			}
+			pool.Series = append(pool.Series, line(name, func(s sim.Step) float64 {
+				if o < len(s.Origins) {
+					return float64(s.Origins[o].Connections)
+				}
+				return 0
+			}))
+		}
+		out = append(out, pool)
+	}
 	util := chart.Chart{Title: "Origin utilisation (connections / maximum): " + label, YLabel: "utilisation", Format: chart.Percent, Times: ts, View: view}
 	for o, name := range r.Origins {
 		if o >= maxOrigins {
@@ -133,6 +172,19 @@ func Compare(rs []*sim.Result, view [2]float64) []chart.Chart {
 		out = append(out, c)
 	}
 	return out
+}
+
+// pooled reports whether edge hosts pooled device streams over fewer
+// upstream connections at some step.
+func pooled(r *sim.Result) bool {
+	for _, s := range r.Steps {
+		for _, o := range s.Origins {
+			if o.Connections != o.Connected {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func busiestUtil(s sim.Step) float64 {
@@ -265,7 +317,7 @@ func attemptShare(min int64) func(sim.Step) float64 {
 		if s.Attempts < min {
 			return 0
 		}
-		return ratio(failedAttempts(s), s.Attempts)
+		return s.AttemptErrorRate
 	}
 }
 

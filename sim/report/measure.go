@@ -4,34 +4,39 @@ import (
 	"github.com/corralhq/corral/sim"
 )
 
-// FailingShare is the share of a step's connection attempts that fail for
-// the step to count as failing in Measures.FailingSeconds.
-const FailingShare = 0.01
-
-// Measures are figures of a run that the report derives from its steps:
-// connection attempts and requests on held streams apart, the peak over
-// steps with enough attempts to mean something, and how long the failures
-// lasted.
+// Measures are figures of a run for the report: sim's summary of
+// connection attempts and requests on held streams (kept apart, peaks over
+// steps with enough attempts) with what the report adds from the steps:
+// when the failures started and ended, when the busiest origin got its
+// largest share of set-ups, and which origin held the largest share of the
+// connections.
 type Measures struct {
-	// MinAttempts is the least number of attempts a step needs for its
-	// share of failed attempts to count in AttemptFailPeak: the larger of
-	// 100 and one device in 10,000.
+	// MinAttempts is the least number of attempts a step needs to count in
+	// a peak (Summary.PeakMinAttempts: one per 10,000 devices, at least
+	// 10).
 	MinAttempts int64
 	// AttemptFailPeak is the highest share of failed connection attempts
 	// over steps with at least MinAttempts attempts, at AttemptFailPeakAt
-	// (seconds of event time); 0 and -1 when no step has that many.
+	// (seconds of event time; -1 when no step has that many).
 	AttemptFailPeak   float64
 	AttemptFailPeakAt float64
 	// AttemptFail is the share of failed attempts over the run.
 	AttemptFail float64
-	// FailingSeconds is the event time during which at least FailingShare
-	// of a step's attempts failed (steps with at least MinAttempts), from
+	// FailingSeconds is the event time during which more than 1 % of a
+	// step's attempts failed (steps with at least MinAttempts), within
 	// FailingFrom to FailingTo (-1 when none did).
 	FailingSeconds         float64
 	FailingFrom, FailingTo float64
 	// RequestFail is the share of requests on held streams that failed
-	// over the run, RequestFailPeak the highest share in one step.
+	// over the run, RequestFailPeak the highest share in one step (with
+	// at least MinAttempts requests).
 	RequestFail, RequestFailPeak float64
+	// NewShare is the largest share of a step's stream set-ups one origin
+	// received (steps with at least MinAttempts attempts), NewShareOrigin
+	// that origin and NewShareAt the step ("" and -1 without such a step).
+	NewShare       float64
+	NewShareOrigin string
+	NewShareAt     float64
 	// Busiest is the origin that held the largest share of the
 	// connections at a step (of the steps holding at least a tenth of
 	// the peak connections), BusiestShare that share and BusiestAt the
@@ -43,31 +48,35 @@ type Measures struct {
 	EvenShare    float64
 }
 
-// Measure derives the Measures of r from its steps.
+// failingShare is the share of a step's attempts above which the step
+// counts as failing (as sim's Summary.AttemptErrorSeconds).
+const failingShare = 0.01
+
+// Measure returns the Measures of r.
 func Measure(r *sim.Result) Measures {
-	m := Measures{MinAttempts: max(100, r.Devices/10_000), AttemptFailPeakAt: -1, FailingFrom: -1, FailingTo: -1, BusiestAt: -1}
-	var attempts, failed, requests, reqFailed int64
+	sum := r.Summary
+	m := Measures{MinAttempts: sum.PeakMinAttempts, AttemptFailPeak: sum.AttemptErrorPeak, AttemptFailPeakAt: sum.AttemptErrorPeakAt,
+		AttemptFail: sum.AttemptErrorAverage, FailingSeconds: sum.AttemptErrorSeconds, FailingFrom: -1, FailingTo: -1,
+		RequestFail: sum.RequestErrorAverage, RequestFailPeak: sum.RequestErrorPeak, NewShare: sum.PeakNewShare, NewShareAt: -1, BusiestAt: -1}
+	if m.MinAttempts == 0 { // a result from before sim summarised its peaks
+		m.MinAttempts = max(10, r.Devices/10_000)
+	}
 	for _, s := range r.Steps {
-		f := failedAttempts(s)
-		attempts += s.Attempts
-		failed += f
-		rf := sum(s.RequestErrors)
-		requests += s.Requests
-		reqFailed += rf
-		if s.Requests > 0 {
-			m.RequestFailPeak = max(m.RequestFailPeak, float64(rf)/float64(s.Requests))
-		}
 		if s.Attempts >= m.MinAttempts {
-			share := float64(f) / float64(s.Attempts)
-			if share > m.AttemptFailPeak {
-				m.AttemptFailPeak, m.AttemptFailPeakAt = share, s.T
-			}
-			if share >= FailingShare {
-				m.FailingSeconds += r.Step
+			if s.AttemptErrorRate > failingShare {
 				if m.FailingFrom < 0 {
 					m.FailingFrom = s.T
 				}
 				m.FailingTo = s.T + r.Step
+			}
+			var all int64
+			for _, o := range s.Origins {
+				all += o.Attempts
+			}
+			for i, o := range s.Origins {
+				if all > 0 && m.NewShareAt < 0 && i < len(r.Origins) && float64(o.Attempts)/float64(all) == sum.PeakNewShare && sum.PeakNewShareOrigin == i {
+					m.NewShareOrigin, m.NewShareAt = r.Origins[i], s.T
+				}
 			}
 		}
 		var total int64
@@ -78,7 +87,7 @@ func Measure(r *sim.Result) Measures {
 				up++
 			}
 		}
-		if total == 0 || total < r.Summary.PeakConnected/10 {
+		if total == 0 || total < sum.PeakConnected/10 {
 			continue // a share of a handful of connections says nothing
 		}
 		for i, o := range s.Origins {
@@ -88,12 +97,6 @@ func Measure(r *sim.Result) Measures {
 				m.EvenShare = 1 / float64(max(1, up))
 			}
 		}
-	}
-	if attempts > 0 {
-		m.AttemptFail = float64(failed) / float64(attempts)
-	}
-	if requests > 0 {
-		m.RequestFail = float64(reqFailed) / float64(requests)
 	}
 	return m
 }

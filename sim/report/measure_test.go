@@ -11,9 +11,10 @@ import (
 )
 
 // synthetic is a run of 10 one-second steps over two origins: steps 3 to
-// 5 have 10,000 attempts with 4,000, 1,000 and 50 failures; step 8 has 10
-// attempts, all failed (too few to count); origin a holds 3 of 4
-// connections at step 4; requests fail 1 in 100 at step 4.
+// 5 have 10,000 attempts with 4,000, 1,000 and 50 failures, 70 % of step
+// 3's set-ups at origin a; step 8 has 10 attempts, all failed (too few to
+// count); origin a holds 3 of 4 connections at step 4; requests fail 1 in
+// 100 at step 4. The summary is sim's for those steps.
 func synthetic() *sim.Result {
 	r := &sim.Result{Scenario: "syn", Variant: "dns=weighted", Devices: 1_000_000, Step: 1,
 		Priorities: []string{"P0"}, Origins: []string{"a", "b"}, Causes: sim.CauseNames()}
@@ -27,19 +28,31 @@ func synthetic() *sim.Result {
 		case 3, 4, 5:
 			s.Attempts = 10_000
 			s.Errors[sim.CauseBacklog][0] = map[int]int64{3: 4000, 4: 1000, 5: 50}[i]
+			s.Origins[0].Attempts, s.Origins[1].Attempts = 5000, 5000
+			if i == 3 {
+				s.Origins[0].Attempts, s.Origins[1].Attempts = 7000, 3000
+			}
 		case 8:
 			s.Attempts = 10
 			s.Errors[sim.CauseTimeout][0] = 10
+			s.Origins[0].Attempts = 10
+		}
+		s.AttemptErrors = failedAttempts(s)
+		if s.Attempts > 0 {
+			s.AttemptErrorRate = float64(s.AttemptErrors) / float64(s.Attempts)
 		}
 		if i == 4 {
 			s.Origins[0].Connected = 750_000
 			s.Origins[1].Connected = 250_000
 			s.RequestErrors[0] = 10
+			s.RequestErrorRate = 0.01
 		}
 		r.Steps = append(r.Steps, s)
 	}
 	r.Summary = sim.Summary{PeakConnected: 1_000_000, FinalConnected: 1_000_000, Requests: 10_000, RequestErrors: 10, TimeToSettle: 4, P0Downtime: 2.5, PeakUtilisation: 0.9,
-		Errors: map[string]int64{"backlog": 5050, "timeout": 10}}
+		Errors: map[string]int64{"backlog": 5050, "timeout": 10}, AttemptErrors: 5060,
+		PeakMinAttempts: 100, AttemptErrorPeak: 0.4, AttemptErrorPeakAt: 3, AttemptErrorAverage: 5060.0 / 30010, AttemptErrorEvent: 0.2, AttemptErrorSeconds: 2,
+		RequestErrorPeak: 0.01, RequestErrorAverage: 0.001, PeakNewShare: 0.7, PeakNewShareOrigin: 0}
 	return r
 }
 
@@ -47,6 +60,7 @@ func TestMeasure(t *testing.T) {
 	m := Measure(synthetic())
 	want := Measures{MinAttempts: 100, AttemptFailPeak: 0.4, AttemptFailPeakAt: 3, AttemptFail: 5060.0 / 30010,
 		FailingSeconds: 2, FailingFrom: 3, FailingTo: 5, RequestFail: 0.001, RequestFailPeak: 0.01,
+		NewShare: 0.7, NewShareOrigin: "a", NewShareAt: 3,
 		Busiest: "a", BusiestShare: 0.75, BusiestAt: 4, EvenShare: 0.5}
 	if m != want {
 		t.Errorf("Measure:\n got %+v\nwant %+v", m, want)
@@ -55,10 +69,10 @@ func TestMeasure(t *testing.T) {
 
 func TestVerdict(t *testing.T) {
 	got := Verdict(synthetic())
-	want := "dns=weighted: 40 % of connection attempts failed at the worst step (t = 3 s); at least 1 % failed for 2 s; " +
-		"17 % of all attempts failed over the run. The busiest origin, a, held 75 % of the connections at t = 4 s (an even share is 50 %); " +
-		"the fullest origin reached 90 % of its connection capacity. 0.1 % of the requests on held streams failed (1 % at the worst step). " +
-		"P0 devices were without a connection 2.5 s on average; 99 % of the devices online were connected 4 s after the last scheduled event."
+	want := "dns=weighted: 40 % of connection attempts failed at the worst step (t = 3 s); more than 1 % failed for 2 s; " +
+		"17 % of all attempts failed over the run. Concentration: a took 70 % of the new streams at t = 3 s; a held up to 75 % of the connections (at t = 4 s); an even share is 50 %. " +
+		"The fullest origin reached 90 % of its connection capacity. 0.1 % of the requests on held streams failed (1 % at the worst step). " +
+		"P0 devices were without a connection 2.5 s on average; the fleet settled 4 s after the last scheduled event (from then on 99 % of the devices online connected, at most 1 % of requests failing)."
 	if got != want {
 		t.Errorf("Verdict:\n got %s\nwant %s", got, want)
 	}

@@ -13,9 +13,9 @@ import (
 
 // Verdict is one paragraph on a run, computed from its results: how many
 // connection attempts failed at the worst step and for how long, the
-// busiest origin's share of the connections, failed requests on held
-// streams, how long P0 devices were without a connection and when the
-// fleet settled.
+// largest share of new streams and of connections one origin took,
+// failed requests on held streams, how long P0 devices were without a
+// connection and when the fleet settled.
 func Verdict(r *sim.Result) string {
 	m := Measure(r)
 	name := r.Variant
@@ -32,7 +32,7 @@ func Verdict(r *sim.Result) string {
 	default:
 		fmt.Fprintf(&b, "%s of connection attempts failed at the worst step (%s)", pctWords(m.AttemptFailPeak), clock(m.AttemptFailPeakAt))
 		if m.FailingSeconds > 0 {
-			fmt.Fprintf(&b, "; at least 1 %% failed for %s", dur(m.FailingSeconds))
+			fmt.Fprintf(&b, "; more than 1 %% failed for %s", dur(m.FailingSeconds))
 			if span := m.FailingTo - m.FailingFrom; span > m.FailingSeconds {
 				fmt.Fprintf(&b, " between %s and %s", clock(m.FailingFrom), clock(m.FailingTo))
 			}
@@ -40,9 +40,19 @@ func Verdict(r *sim.Result) string {
 		fmt.Fprintf(&b, "; %s of all attempts failed over the run", pctWords(m.AttemptFail))
 	}
 	b.WriteString(". ")
-	if m.Busiest != "" && len(r.Origins) > 1 {
-		fmt.Fprintf(&b, "The busiest origin, %s, held %s of the connections at %s (an even share is %s)", m.Busiest, pctWords(m.BusiestShare), clock(m.BusiestAt), pctWords(m.EvenShare))
-		fmt.Fprintf(&b, "; the fullest origin reached %s of its connection capacity. ", pctWords(r.Summary.PeakUtilisation))
+	if len(r.Origins) > 1 {
+		even := pctWords(1 / float64(len(r.Origins)))
+		var parts []string
+		if m.NewShareOrigin != "" {
+			parts = append(parts, fmt.Sprintf("%s took %s of the new streams at %s", m.NewShareOrigin, pctWords(m.NewShare), clock(m.NewShareAt)))
+		}
+		if m.Busiest != "" {
+			parts = append(parts, fmt.Sprintf("%s held up to %s of the connections (at %s)", m.Busiest, pctWords(m.BusiestShare), clock(m.BusiestAt)))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "Concentration: %s; an even share is %s. ", strings.Join(parts, "; "), even)
+		}
+		fmt.Fprintf(&b, "The fullest origin reached %s of its connection capacity. ", pctWords(r.Summary.PeakUtilisation))
 	}
 	if r.Summary.Requests > 0 {
 		if r.Summary.RequestErrors == 0 {
@@ -55,15 +65,26 @@ func Verdict(r *sim.Result) string {
 		fmt.Fprintf(&b, "%s devices were without a connection %s on average", r.Priorities[0], dur(r.Summary.P0Downtime))
 	}
 	if r.Summary.TimeToSettle >= 0 {
-		fmt.Fprintf(&b, "; 99 %% of the devices online were connected %s after the last scheduled event.", dur(r.Summary.TimeToSettle))
+		fmt.Fprintf(&b, "; the fleet settled %s after the last scheduled event (from then on 99 %% of the devices online connected, at most 1 %% of requests failing).", dur(r.Summary.TimeToSettle))
 	} else {
-		fmt.Fprintf(&b, "; the fleet never settled (%s of %s devices connected at the end).", count(r.Summary.FinalConnected), count(r.Devices))
+		fmt.Fprintf(&b, "; the fleet had not settled at the end (%s of %s devices connected", count(r.Summary.FinalConnected), count(r.Devices))
+		if r.Summary.Requests > 0 {
+			fmt.Fprintf(&b, ", %s of the last step's requests failing", pctWords(lastRequestFail(r)))
+		}
+		b.WriteString(").")
 	}
 	if ts := r.Summary.Tenants; ts != nil {
 		fmt.Fprintf(&b, " Poison: %s of the other tenants saw a failure (shard's maths: %s), %s lost every connection (maths: %s).",
 			pctWords(ts.Affected), pctWords(ts.PredictedAffected), pctWords(ts.FullyDown), pctWords(ts.PredictedFullyDown))
 	}
 	return b.String()
+}
+
+func lastRequestFail(r *sim.Result) float64 {
+	if n := len(r.Steps); n > 0 {
+		return r.Steps[n-1].RequestErrorRate
+	}
+	return 0
 }
 
 // Describe says what was simulated: the fleet, its origins and clients,
@@ -99,7 +120,23 @@ func Describe(sc *scenario.Scenario, rs []*sim.Result) []string {
 	if d.Policy == "shuffle" {
 		dns += fmt.Sprintf(", hands of %d", d.HandSize)
 	}
-	dns += fmt.Sprintf(", health checked every %s (%d to change); edge hosts pick %s.", dd(d.HealthCheck.Interval), d.HealthCheck.Threshold, pick(sc.Edge.Pick))
+	hc := "a TCP check"
+	if d.HealthCheck.Kind == "stream" {
+		hc = fmt.Sprintf("a stream check through the origin (answer within %s)", dd(d.HealthCheck.Timeout))
+	}
+	dns += fmt.Sprintf(", %s every %s (%d in a row to change).", hc, dd(d.HealthCheck.Interval), d.HealthCheck.Threshold)
+	out = append(out, dns)
+	e := sc.Edge
+	edge := "Edge hosts pick " + pick(e.Pick)
+	if e.StreamsPerConnection > 1 {
+		edge += fmt.Sprintf(", carry up to %d device streams per upstream connection (a TLS handshake at the origin only when a pool grows)", e.StreamsPerConnection)
+	} else {
+		edge += ", one upstream connection per device stream"
+	}
+	if e.Attempts > 1 {
+		edge += fmt.Sprintf(", and try up to %d addresses of the answer when an origin refuses a stream at once", e.Attempts)
+	}
+	dns = edge + "."
 	out = append(out, dns)
 	for _, o := range sc.Origins {
 		line := fmt.Sprintf("Origins: %d x %s", o.Count, o.Name)
@@ -111,13 +148,16 @@ func Describe(sc *scenario.Scenario, rs []*sim.Result) []string {
 		} else {
 			line += fmt.Sprintf(", together %sx the devices in connections", num(o.Headroom))
 		}
-		line += fmt.Sprintf(", %s handshakes/s each", count(int64(o.MaxNewPerSecond*scale(sc))))
+		line += fmt.Sprintf(", %s TLS handshakes/s each", count(int64(o.MaxNewPerSecond*scale(sc))))
+		if o.MaxNewStreamsPerSecond > 0 {
+			line += fmt.Sprintf(", %s stream set-ups/s each", count(int64(o.MaxNewStreamsPerSecond*scale(sc))))
+		}
 		if o.Backlog > 0 {
 			line += fmt.Sprintf(", backlog %s", count(int64(float64(o.Backlog)*scale(sc))))
 		} else {
 			line += ", unbounded backlog"
 		}
-		line += fmt.Sprintf(", %s per handshake when idle", dd(o.HandshakeLatency))
+		line += fmt.Sprintf(", %s per set-up when idle", dd(o.HandshakeLatency))
 		if o.MaxRequestsPerSecond > 0 {
 			line += fmt.Sprintf(", %s requests/s each", count(int64(o.MaxRequestsPerSecond*scale(sc))))
 		}
@@ -125,11 +165,13 @@ func Describe(sc *scenario.Scenario, rs []*sim.Result) []string {
 		out = append(out, line)
 	}
 	c := sc.Client
-	client := fmt.Sprintf("Clients: %s backoff, connect timeout %s", c.Backoff.Policy, dd(c.ConnectTimeout))
+	client := fmt.Sprintf("Clients: %s backoff, connect timeout %s", protocol(c.Backoff.Policy), dd(c.ConnectTimeout))
 	if c.RequestsPerSecond > 0 {
 		client += fmt.Sprintf(", %s requests/s on each held stream", num(c.RequestsPerSecond))
 	}
-	if c.CatchupRequests == 1 {
+	if c.CatchupRequests == 0 {
+		client += ", no catch-up request after a connection."
+	} else if c.CatchupRequests == 1 {
 		client += ", 1 catch-up request after each connection."
 	} else {
 		client += fmt.Sprintf(", %s catch-up requests after each connection.", num(c.CatchupRequests))

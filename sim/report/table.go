@@ -22,24 +22,26 @@ var columns = []column{
 	{"devices", "devices in the scenario (after its scale)", false, func(r *sim.Result, _ Measures) string { return human(r.Devices) }},
 	{"peak conn", "most devices connected at once", false, func(r *sim.Result, _ Measures) string { return human(r.Summary.PeakConnected) }},
 	{"final conn", "devices connected at the end of the run", false, func(r *sim.Result, _ Measures) string { return human(r.Summary.FinalConnected) }},
-	{"attempts", "connection attempts over the run (every reconnect counts)", true, func(r *sim.Result, _ Measures) string { return human(r.Summary.Attempts) }},
+	{"attempts", "connection attempts of the devices over the run (every reconnect counts; an edge's retry of another address is part of the same attempt)", true, func(r *sim.Result, _ Measures) string { return human(r.Summary.Attempts) }},
 	{"peak att/s", "most connection attempts in one second", false, func(r *sim.Result, _ Measures) string { return human(int64(r.Summary.PeakAttemptsSec)) }},
 	{"att fail", "share of connection attempts that failed, at the worst step with enough attempts", true, func(_ *sim.Result, m Measures) string { return pct(m.AttemptFailPeak) }},
-	{"fail s", "seconds of event time during which at least 1 % of the attempts failed", true, func(_ *sim.Result, m Measures) string { return fmt.Sprintf("%.0f", m.FailingSeconds) }},
+	{"fail s", "seconds of event time during which more than 1 % of a step's attempts failed (steps with enough attempts)", true, func(_ *sim.Result, m Measures) string { return fmt.Sprintf("%.0f", m.FailingSeconds) }},
+	{"att fail event", "share of connection attempts that failed from the first scheduled event to the step the fleet settled", false, func(r *sim.Result, _ Measures) string { return pct(r.Summary.AttemptErrorEvent) }},
 	{"att fail run", "share of connection attempts that failed over the whole run", false, func(_ *sim.Result, m Measures) string { return pct(m.AttemptFail) }},
 	{"down", "attempts failed because the origin was down (502)", false, causeCell("down")},
-	{"backlog", "attempts refused because the origin's handshake backlog was full (503)", false, causeCell("backlog")},
+	{"backlog", "attempts refused because the origin's set-up backlog was full (503)", false, causeCell("backlog")},
 	{"capacity", "attempts refused because the origin held its maximum of connections (503)", false, causeCell("capacity")},
 	{"shed", "attempts shed by adaptive admission, with a retry-after hint (503)", false, causeCell("shed")},
-	{"timeout", "attempts whose handshake did not finish within the client's connect timeout (504)", false, causeCell("timeout")},
+	{"timeout", "attempts whose set-up did not finish within the client's connect timeout (504)", false, causeCell("timeout")},
 	{"req fail", "share of requests on held streams that failed for lack of request capacity, over the run", true, func(_ *sim.Result, m Measures) string { return pct(m.RequestFail) }},
-	{"5xx peak", "highest share of attempts and requests together answered 5xx in one step", false, func(r *sim.Result, _ Measures) string { return pct(r.Summary.FiveXXPeak) }},
-	{"5xx event", "attempts and requests answered 5xx from the first scheduled event to the step the fleet settled", false, func(r *sim.Result, _ Measures) string { return pct(r.Summary.FiveXXEvent) }},
+	{"req fail peak", "share of requests on held streams that failed, at the worst step with enough requests", false, func(_ *sim.Result, m Measures) string { return pct(m.RequestFailPeak) }},
+	{"5xx peak", "highest share of attempts and requests together answered 5xx in one step (requests outnumber attempts once the fleet holds: see att fail and req fail)", false, func(r *sim.Result, _ Measures) string { return pct(r.Summary.FiveXXPeak) }},
 	{"P0 down s", "mean seconds a P0 device that was online spent without a connection", true, func(r *sim.Result, _ Measures) string { return fmt.Sprintf("%.1f", r.Summary.P0Downtime) }},
-	{"busiest", "largest share of all held connections on one origin at any step (an even share is 1 / origins up)", true, func(_ *sim.Result, m Measures) string { return pct(m.BusiestShare) }},
+	{"top new", "largest share of a step's stream set-ups one origin received (steps with enough attempts; an even share is 1 / origins)", true, func(_ *sim.Result, m Measures) string { return pct(m.NewShare) }},
+	{"conn share", "largest share of all held connections on one origin at any step holding a tenth of the peak connections", false, func(_ *sim.Result, m Measures) string { return pct(m.BusiestShare) }},
 	{"peak util", "highest utilisation of an origin: its connections over its maximum", true, func(r *sim.Result, _ Measures) string { return fmt.Sprintf("%.2f", r.Summary.PeakUtilisation) }},
 	{"imbalance", "highest ratio of the busiest up origin's connections to the mean of the up origins", false, func(r *sim.Result, _ Measures) string { return fmt.Sprintf("%.2f", r.Summary.PeakImbalance) }},
-	{"settle s", "seconds from the last scheduled event until 99 % of the devices online were connected", true, func(r *sim.Result, _ Measures) string { return settle(r.Summary.TimeToSettle) }},
+	{"settle s", "seconds from the last scheduled event to the step from which, to the end of the run, 99 % of the devices online hold a connection and at most 1 % of requests fail", true, func(r *sim.Result, _ Measures) string { return settle(r.Summary.TimeToSettle) }},
 }
 
 func causeCell(name string) func(*sim.Result, Measures) string {
@@ -91,9 +93,11 @@ func variantLabels(rs []*sim.Result) (string, []string) {
 // SummaryTable returns one row per run (sweep variant). The narrow table
 // (wide false) fits 100 columns: attempts, the failed share of attempts at
 // peak and how long failures lasted, failed requests, P0 downtime, the
-// busiest origin's share, peak utilisation and settle time. Wide adds
-// devices, connections, peak attempts/s, failures by cause, the 5xx rates
-// and imbalance.
+// largest share of new streams on one origin, peak utilisation and settle
+// time. Wide adds devices, connections, peak attempts/s, the failed share
+// of attempts over the event and the run, failures by cause, the peak of
+// failed requests, the 5xx peak, the largest share of connections and
+// imbalance.
 func SummaryTable(rs []*sim.Result, wide bool) *table.Table {
 	head, labels := variantLabels(rs)
 	t := &table.Table{Header: []string{head}}
