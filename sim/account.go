@@ -217,8 +217,8 @@ func (s *Sim) eventRates(settle float64) (fiveXX, attempts float64) {
 }
 
 // minAttempts is the least number of attempts (or requests) of a step
-// that counts for a peak rate: one per 10,000 devices, at least 10.
-func (s *Sim) minAttempts() int64 { return max(10, s.total/10_000) }
+// that counts for a peak rate: one per 10,000 devices, at least 100 (as sim/report measures it).
+func (s *Sim) minAttempts() int64 { return max(100, s.total/10_000) }
 
 // firstEvent is the step of the first scheduled change of the run (0 when
 // there is none).

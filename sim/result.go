@@ -166,7 +166,7 @@ type Summary struct {
 	// AttemptErrorPeak is the highest AttemptErrorRate over the steps
 	// with at least PeakMinAttempts attempts (a step of three attempts
 	// and one failure is no peak): PeakMinAttempts is one attempt per
-	// 10,000 devices of the run, at least 10. AttemptErrorPeakAt is the
+	// 10,000 devices of the run, at least 100. AttemptErrorPeakAt is the
 	// start of that step in seconds (-1 when no step qualifies).
 	// AttemptErrorAverage and AttemptErrorEvent are failed attempts over
 	// attempts, over the run and over the event (as FiveXXEvent).
