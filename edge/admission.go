@@ -44,6 +44,11 @@ func (a *admission) init(cfg AdmissionConfig) error {
 	if !cfg.Enabled {
 		return nil
 	}
+	// The edge's handshake latency is mostly its origins': latency alone
+	// takes the stage to sever-p1 at most, never to the lifeboat that
+	// refuses P0 (an origin that can take no P0 says so itself, and its
+	// refusal reaches the device unchanged). Resources still can.
+	cfg.Shedder.LatencyCeiling = cmp.Or(cfg.Shedder.LatencyCeiling, limit.StageSeverP1)
 	var err error
 	if a.shedder, err = limit.NewShedder(cfg.Shedder); err != nil {
 		return fmt.Errorf("edge: admission.shedder: %w", err)

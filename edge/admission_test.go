@@ -83,7 +83,10 @@ func TestOverloadShedsByPriority(t *testing.T) {
 	te := startEdge(t, func(c *Config) {
 		c.Admission.Enabled = true
 		c.Admission.Shedder = limit.ShedderConfig{Target: 10 * time.Millisecond, EvalInterval: time.Millisecond, MinSamples: 1,
-			RiseDwell: time.Millisecond, FallDwell: time.Hour, MaxFallDwell: time.Hour, SeverRate: 1000}
+			RiseDwell: time.Millisecond, FallDwell: time.Hour, MaxFallDwell: time.Hour, SeverRate: 1000,
+			// Latency alone reaches the lifeboat here, to test its refusals
+			// (the edge's default stops latency at sever-p1).
+			LatencyCeiling: limit.StageLifeboat}
 	}, th)
 	p2 := welcomed(t, te, 2)
 	p0 := welcomed(t, te, 0)
@@ -143,5 +146,40 @@ func TestOverloadShedsByPriority(t *testing.T) {
 	p0.send(t, &corralv1.ClientFrame{Id: 10, Frame: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{}}})
 	if f, err := p0.stream.Recv(); err != nil || f.GetPong() == nil {
 		t.Fatalf("P0 in the lifeboat: %v %v, want it open", f, err)
+	}
+}
+
+// TestOriginSlownessNeverRefusesP0: the edge's handshake latency is its
+// origins'; five minutes of handshakes ten times over the Shedder's
+// target take its stage to sever-p1 and no further, and a new P0 is
+// admitted throughout. A configured latency_ceiling of lifeboat is kept.
+func TestOriginSlownessNeverRefusesP0(t *testing.T) {
+	slowFor := func(a *admission) (top limit.Stage, p0Refused int) {
+		now := time.Now()
+		for range 600 {
+			now = now.Add(500 * time.Millisecond)
+			for range 20 {
+				a.observeHandshake(time.Second)
+			}
+			top = max(top, a.shedder.EvaluateAt(now))
+			if _, ok := a.admitSession(wire.Rank(corralv1.Priority_PRIORITY_P0), now); !ok {
+				p0Refused++
+			}
+		}
+		return top, p0Refused
+	}
+	var def admission
+	if err := def.init(AdmissionConfig{Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if top, n := slowFor(&def); top != limit.StageSeverP1 || n != 0 {
+		t.Errorf("a slow origin took the edge to %v and refused %d P0; want sever-p1 at most and none", top, n)
+	}
+	var boat admission
+	if err := boat.init(AdmissionConfig{Enabled: true, Shedder: limit.ShedderConfig{LatencyCeiling: limit.StageLifeboat}}); err != nil {
+		t.Fatal(err)
+	}
+	if top, n := slowFor(&boat); top != limit.StageLifeboat || n == 0 {
+		t.Errorf("latency_ceiling lifeboat: reached %v, refused %d P0; want the lifeboat", top, n)
 	}
 }

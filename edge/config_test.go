@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/limit"
 )
 
 func TestValidateNamesTheKey(t *testing.T) {
@@ -55,5 +56,23 @@ func TestValidateNamesTheKey(t *testing.T) {
 	c := testConfig("127.0.0.1:7401")
 	if err := c.Validate(); err != nil {
 		t.Fatalf("the test config: %v", err)
+	}
+}
+
+// TestLatencyCeilingDecodes: admission.shedder.latency_ceiling is read by
+// a stage's name, and a name that is no stage is an error.
+func TestLatencyCeilingDecodes(t *testing.T) {
+	c := testConfig("127.0.0.1:7401")
+	yml := "admission:\n  enabled: true\n  shedder:\n    latency_ceiling: lifeboat\n"
+	if err := config.Decode("edge.yaml", []byte(yml), &c, config.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Admission.Shedder.LatencyCeiling; got != limit.StageLifeboat {
+		t.Errorf("latency_ceiling lifeboat read as %v", got)
+	}
+	c = testConfig("127.0.0.1:7401")
+	err := config.Decode("edge.yaml", []byte(strings.Replace(yml, "lifeboat", "sinking", 1)), &c, config.Options{})
+	if err == nil || !strings.Contains(err.Error(), `unknown stage "sinking"`) {
+		t.Errorf("latency_ceiling sinking: %v, want an unknown stage", err)
 	}
 }

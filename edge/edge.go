@@ -322,6 +322,10 @@ type Stats struct {
 	// HandshakeLimit and MessageLimit are the two Limiters' limits (0
 	// without admission).
 	HandshakeLimit, MessageLimit int
+	// Handshake is the handshake limit's own state (its closed windows,
+	// the last window's p99 and the ideal latency it cuts the limit
+	// against; zero without admission).
+	Handshake limit.LimitStats
 }
 
 // Stats returns the edge's state now.
@@ -336,6 +340,7 @@ func (e *Edge) Stats() Stats {
 	if e.adm.shedder != nil {
 		st.Stage = e.adm.shedder.Stage()
 		st.HandshakeLimit, st.MessageLimit = e.adm.handshake.Limit(), e.adm.messages.Limit()
+		st.Handshake = e.adm.handshake.Algorithm().Stats()
 	}
 	return st
 }

@@ -377,6 +377,14 @@ type ShedderConfig struct {
 	// MinSamples is the number of latencies an interval needs for its
 	// percentile to count; fewer count as no latency pressure. Default 10.
 	MinSamples int `yaml:"min_samples"`
+	// LatencyCeiling is the highest stage that latency alone raises the
+	// stage to; resource pressure takes it beyond, and once resources are
+	// calm it falls back to the ceiling (after FallDwell per stage) however
+	// slow the latencies still are. A node whose latency is mostly
+	// another's (an edge, whose handshakes wait for an origin) sets
+	// sever-p1 so that a slow origin never refuses P0 there. The zero
+	// value (normal) takes the default: lifeboat, no ceiling.
+	LatencyCeiling Stage `yaml:"latency_ceiling"`
 	// RiseDwell is the least time in a stage before it rises. Default 1 s.
 	RiseDwell time.Duration `yaml:"rise_dwell"`
 	// FallDwell is the least time in a stage before it falls. It doubles
@@ -440,6 +448,8 @@ func (c ShedderConfig) Validate() error {
 		return bad("eval_interval", c.EvalInterval)
 	case c.MinSamples < 1:
 		return bad("min_samples", c.MinSamples)
+	case c.LatencyCeiling >= NumStages:
+		return bad("latency_ceiling", c.LatencyCeiling)
 	case c.RiseDwell < 0:
 		return bad("rise_dwell", c.RiseDwell)
 	case c.FallDwell < 0:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,26 @@ func (s Stage) String() string {
 		return [...]string{"normal", "reject-p2", "sever-p2", "reject-p1", "sever-p1", "lifeboat"}[s]
 	}
 	return fmt.Sprintf("stage(%d)", uint8(s))
+}
+
+// MarshalText returns the stage's name, as YAML and JSON write it.
+func (s Stage) MarshalText() ([]byte, error) {
+	if s >= NumStages {
+		return nil, fmt.Errorf("limit: no stage %d", uint8(s))
+	}
+	return []byte(s.String()), nil
+}
+
+// UnmarshalText reads a stage's name ("normal" .. "lifeboat") or its
+// number (0 .. 5).
+func (s *Stage) UnmarshalText(b []byte) error {
+	for st := range Stage(NumStages) {
+		if string(b) == st.String() || string(b) == strconv.Itoa(int(st)) {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("limit: unknown stage %q (normal, reject-p2, sever-p2, reject-p1, sever-p1 or lifeboat)", b)
 }
 
 // Admits reports whether stage s admits new work of priority p. An
@@ -310,21 +331,26 @@ func (s *Shedder) evaluate(now time.Time) {
 	}
 	resHigh := pressure >= s.cfg.Resources.High
 	s.overloaded = latHigh || resHigh || emergency
-	calm := latLow && pressure < s.cfg.Resources.Low && !emergency
+	st := s.Stage()
+	// Latency raises the stage up to its ceiling only; above the ceiling
+	// (where resources took it) latency holds nothing up, so the stage
+	// comes back down to the ceiling once resources are calm.
+	ceil := s.latencyCeiling()
+	rise := (latHigh && st < ceil) || resHigh || emergency
+	calm := (latLow || st > ceil) && pressure < s.cfg.Resources.Low && !emergency
 	if !calm {
 		s.calmSince = time.Time{}
 	} else if s.calmSince.IsZero() {
 		s.calmSince = now
 	}
-	st := s.Stage()
 	in := now.Sub(s.changedAt)
 	calmFor := min(in, now.Sub(s.calmSince)) // calm must last FallDwell, in this stage
 	switch {
 	case emergency && st < StageLifeboat:
 		s.move(now, st, StageLifeboat, "emergency")
-	case s.overloaded && st < StageLifeboat && in >= s.cfg.RiseDwell && !s.lowerLeft(st):
+	case rise && st < StageLifeboat && in >= s.cfg.RiseDwell && !s.lowerLeft(st):
 		reason := "latency"
-		if !latHigh {
+		if !latHigh || st >= ceil {
 			reason = "resources"
 		}
 		// Rising again soon after a fall is a flap: damp it.
@@ -341,6 +367,15 @@ func (s *Shedder) evaluate(now time.Time) {
 		s.lastFall = now
 		s.move(now, st, st-1, "calm")
 	}
+}
+
+// latencyCeiling returns the highest stage latency alone raises the stage
+// to.
+func (s *Shedder) latencyCeiling() Stage {
+	if c := s.cfg.LatencyCeiling; c != StageNormal {
+		return c
+	}
+	return StageLifeboat
 }
 
 // lowerLeft reports whether, at StageSeverP1, P1 or P2 sessions are still

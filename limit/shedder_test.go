@@ -2,6 +2,7 @@ package limit
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -324,5 +325,78 @@ func TestResourcePressureMovesStages(t *testing.T) {
 	}
 	if sn := s.Snapshot(); sn.Emergency || sn.Severed.Total() != 0 {
 		t.Errorf("snapshot %+v: no emergency, nothing severed expected", sn)
+	}
+}
+
+// TestLatencyCeiling: with latency_ceiling sever-p1, a minute of latency
+// far over the target takes the stage to sever-p1 and no further (P0 is
+// admitted throughout); resource pressure takes it on to the lifeboat,
+// and once resources are calm it falls back to the ceiling however slow
+// the latencies still are, and stays there.
+func TestLatencyCeiling(t *testing.T) {
+	s, c := shedAt(t, ShedderConfig{LatencyCeiling: StageSeverP1, Resources: ResourceConfig{MaxFDs: 1000}})
+	s.ObserveResources(0, 100)
+	for range 60 {
+		observeFor(s, c, time.Second, time.Second, 5)
+		if d := s.AdmitAt(P0, c.Now()); !d.Admit {
+			t.Fatalf("P0 refused at %v by latency alone (ceiling sever-p1)", d.Stage)
+		}
+	}
+	if st := s.Stage(); st != StageSeverP1 {
+		t.Fatalf("stage %v after a minute far over target, want sever-p1 (the ceiling)", st)
+	}
+	s.ObserveResources(0, 950) // pressure 0.95: high, not an emergency
+	observeFor(s, c, 1500*time.Millisecond, time.Second, 5)
+	if st := s.Stage(); st != StageLifeboat {
+		t.Fatalf("stage %v under resource pressure, want lifeboat", st)
+	}
+	if last := s.Transitions()[len(s.Transitions())-1]; last.Reason != "resources" {
+		t.Errorf("rise above the ceiling for %q, want resources", last.Reason)
+	}
+	s.ObserveResources(0, 100)
+	observeFor(s, c, 9*time.Second, time.Second, 5)
+	if st := s.Stage(); st != StageLifeboat {
+		t.Fatalf("stage %v 9 s after resources calmed, want lifeboat held for the fall dwell (10 s)", st)
+	}
+	observeFor(s, c, 2*time.Second, time.Second, 5)
+	if st := s.Stage(); st != StageSeverP1 {
+		t.Fatalf("stage %v 11 s after resources calmed, latency still slow: want sever-p1", st)
+	}
+	observeFor(s, c, time.Minute, time.Second, 5)
+	if st := s.Stage(); st != StageSeverP1 {
+		t.Fatalf("stage %v after another slow minute, want sever-p1 held", st)
+	}
+
+	// Without a ceiling the same latency reaches the lifeboat.
+	s, c = shedAt(t, ShedderConfig{})
+	observeFor(s, c, 10*time.Second, time.Second, 5)
+	if st := s.Stage(); st != StageLifeboat {
+		t.Fatalf("stage %v after 10 s far over target without a ceiling, want lifeboat", st)
+	}
+}
+
+func TestStageText(t *testing.T) {
+	for st := range Stage(NumStages) {
+		b, err := st.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back, byNumber Stage
+		if err := back.UnmarshalText(b); err != nil || back != st {
+			t.Errorf("%q read back as %v, %v", b, back, err)
+		}
+		if err := byNumber.UnmarshalText([]byte{'0' + byte(st)}); err != nil || byNumber != st {
+			t.Errorf("stage number %d read as %v, %v", st, byNumber, err)
+		}
+	}
+	var st Stage
+	if err := st.UnmarshalText([]byte("panic")); err == nil || !strings.HasPrefix(err.Error(), "limit: ") {
+		t.Errorf("unknown stage: %v, want an error starting with limit:", err)
+	}
+	if _, err := Stage(NumStages).MarshalText(); err == nil {
+		t.Error("stage 6 marshalled")
+	}
+	if err := (ShedderConfig{LatencyCeiling: NumStages}).Validate(); err == nil {
+		t.Error("latency_ceiling 6 validated")
 	}
 }
