@@ -59,10 +59,57 @@ type hubChannel struct {
 	// and of its epoch, at most recentCap: resumes of hot channels (a
 	// reconnect storm) are answered from here without reading the store.
 	recent []history.Message
+	// moved is closed (and cleared) when last advances, for resumes
+	// waiting for the tail (awaitTail); nil while none waits.
+	moved chan struct{}
 }
 
 // recentCap bounds hubChannel.recent.
 const recentCap = 256
+
+// tailWait bounds how long a resume from ahead of the channel's tail
+// waits for the fan-out to bring the tail there before the store is read.
+// Such a position was handed out by another hub first (an edge relays a
+// message from one hub and resumes the device on another, whose fan-out
+// of it is a few milliseconds behind); a position the fan-out never
+// brings (a hole NATS lost, with nothing published after it to fill it)
+// costs its resume this long.
+const tailWait = 2 * time.Second
+
+// ahead reports whether from is a position of the channel's epoch that
+// its tail has not reached yet. Called with ch.mu held.
+func (ch *hubChannel) ahead(from history.Position) bool {
+	return ch.last != (history.Position{}) && from.Epoch == ch.last.Epoch && from.Offset > ch.last.Offset
+}
+
+// awaitTail waits until the channel's tail reaches from, ctx ends or
+// tailWait passes, then answers the resume as recover does. It returns
+// false, and the store must answer, unless the tail reached from and
+// covers the resume.
+func (ch *hubChannel) awaitTail(ctx context.Context, from history.Position, cutoff time.Time) (history.Recovery, bool) {
+	timer := time.NewTimer(tailWait)
+	defer timer.Stop()
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for ch.ahead(from) {
+		if ch.moved == nil {
+			ch.moved = make(chan struct{})
+		}
+		moved := ch.moved
+		ch.mu.Unlock()
+		select {
+		case <-moved:
+		case <-timer.C:
+			ch.mu.Lock()
+			return history.Recovery{}, false
+		case <-ctx.Done():
+			ch.mu.Lock()
+			return history.Recovery{}, false
+		}
+		ch.mu.Lock()
+	}
+	return ch.recover(from, cutoff)
+}
 
 // recover answers a resume from the channel's recent messages, if they
 // cover it with messages younger than cutoff (so that the answer is the
@@ -261,6 +308,10 @@ func (h *Hub) dispatch(ctx context.Context, ch *hubChannel, msg history.Message)
 		}
 		ch.recent = append(ch.recent, m)
 		ch.last = history.Position{Epoch: m.Epoch, Offset: m.Offset}
+	}
+	if ch.moved != nil {
+		close(ch.moved)
+		ch.moved = nil
 	}
 }
 

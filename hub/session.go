@@ -388,9 +388,16 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 	if resumed {
 		from = history.Position{Epoch: req.GetFrom().GetEpoch(), Offset: req.GetFrom().GetOffset()}
 	}
+	cutoff := h.now().Add(-h.histCfg.Window)
 	ch.mu.Lock()
-	r, ok := ch.recover(from, h.now().Add(-h.histCfg.Window))
+	r, ok := ch.recover(from, cutoff)
+	ahead := !ok && ch.ahead(from)
 	ch.mu.Unlock()
+	if ahead {
+		// Another hub handed this position out first; this hub's fan-out
+		// of it is on its way: wait for it rather than read the store.
+		r, ok = ch.awaitTail(ctx, from, cutoff)
+	}
 	if ok {
 		h.metrics.resumeSource.WithLabelValues("recent").Inc()
 	} else {
