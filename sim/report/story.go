@@ -106,11 +106,15 @@ func Describe(sc *scenario.Scenario, rs []*sim.Result) []string {
 		fleet += fmt.Sprintf(", %d tenants", p.Tenants)
 	}
 	g := sc.Geography
-	fleet += fmt.Sprintf("; %d points of presence (%s", g.PoPs, g.Distribution)
-	if g.Distribution == "zipf" {
-		fleet += " exponent " + num(g.ZipfExponent)
+	if g.PoPs > 1 {
+		fleet += fmt.Sprintf("; %d points of presence (%s", g.PoPs, g.Distribution)
+		if g.Distribution == "zipf" {
+			fleet += " exponent " + num(g.ZipfExponent)
+		}
+		fleet += fmt.Sprintf("), %d edge hosts each, %d per recursive resolver.", g.HostsPerPoP, g.HostsPerResolver)
+	} else {
+		fleet += fmt.Sprintf("; one point of presence, %d edge hosts, %d per recursive resolver.", g.HostsPerPoP, g.HostsPerResolver)
 	}
-	fleet += fmt.Sprintf("), %d edge hosts each, %d per recursive resolver.", g.HostsPerPoP, g.HostsPerResolver)
 	out = append(out, fleet)
 	d := sc.DNS
 	dns := fmt.Sprintf("DNS: %s answers, TTL %s", d.Policy, dd(d.TTL))

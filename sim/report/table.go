@@ -82,7 +82,7 @@ func variantLabels(rs []*sim.Result) (string, []string) {
 		for i, r := range rs {
 			labels[i] = r.Variant
 			if labels[i] == "" {
-				labels[i] = "-"
+				labels[i] = r.Scenario
 			}
 		}
 		return "variant", labels
@@ -176,13 +176,16 @@ func share(n, of int64) string {
 	return pct(float64(n) / float64(of))
 }
 
-// human prints a count with a k/M/G suffix past 10,000.
+// human prints a count with a k suffix past 10,000, M past a million and
+// G past a billion.
 func human(n int64) string {
 	f := float64(n)
 	switch {
 	case n >= 10_000_000_000 || n <= -10_000_000_000:
 		return fmt.Sprintf("%.1fG", f/1e9)
-	case n >= 10_000_000 || n <= -10_000_000:
+	case n >= 1_000_000_000 || n <= -1_000_000_000:
+		return fmt.Sprintf("%.2fG", f/1e9)
+	case n >= 1_000_000 || n <= -1_000_000:
 		return fmt.Sprintf("%.1fM", f/1e6)
 	case n >= 10_000 || n <= -10_000:
 		return fmt.Sprintf("%.1fk", f/1e3)
