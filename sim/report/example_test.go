@@ -41,5 +41,5 @@ func ExampleWriteDir() {
 	// Output:
 	// result.json
 	// report.html
-	// tiny: 100 % of connection attempts failed at the worst step (t = 7 s); more than 1 % failed for 24 s; 67 % of all attempts failed over the run. Concentration: o-1 took 100 % of the new streams at t = 6 s; o-1 held up to 100 % of the connections (at t = 7 s); an even share is 50 %. The fullest origin reached 100 % of its connection capacity. P0 devices were without a connection 9.6 s on average; the fleet had not settled at the end (750 of 1000 devices connected).
+	// tiny: 100 % of connection attempts failed at the worst step (t = 7 s); more than 1 % failed for 4 s; 67 % of all attempts failed over the run. Concentration: o-1 took 100 % of the new streams at t = 6 s; o-1 held up to 100 % of the connections (at t = 7 s); an even share is 50 %. The fullest origin reached 100 % of its connection capacity. P0 devices were without a connection 9.6 s on average; the fleet had not settled at the end (750 of 1000 devices connected).
 }

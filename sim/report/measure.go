@@ -12,8 +12,7 @@ import (
 // connections.
 type Measures struct {
 	// MinAttempts is the least number of attempts a step needs to count in
-	// a peak (Summary.PeakMinAttempts: one per 10,000 devices, at least
-	// 10).
+	// a peak (Summary.PeakMinAttempts).
 	MinAttempts int64
 	// AttemptFailPeak is the highest share of failed connection attempts
 	// over steps with at least MinAttempts attempts, at AttemptFailPeakAt
@@ -58,9 +57,6 @@ func Measure(r *sim.Result) Measures {
 	m := Measures{MinAttempts: sum.PeakMinAttempts, AttemptFailPeak: sum.AttemptErrorPeak, AttemptFailPeakAt: sum.AttemptErrorPeakAt,
 		AttemptFail: sum.AttemptErrorAverage, FailingSeconds: sum.AttemptErrorSeconds, FailingFrom: -1, FailingTo: -1,
 		RequestFail: sum.RequestErrorAverage, RequestFailPeak: sum.RequestErrorPeak, NewShare: sum.PeakNewShare, NewShareAt: -1, BusiestAt: -1}
-	if m.MinAttempts == 0 { // a result from before sim summarised its peaks
-		m.MinAttempts = max(10, r.Devices/10_000)
-	}
 	for _, s := range r.Steps {
 		if s.Attempts >= m.MinAttempts {
 			if s.AttemptErrorRate > failingShare {

@@ -171,7 +171,7 @@ var pageTmpl = template.Must(template.New("report").Parse(`<!doctype html>
 {{end}}
 <p>Outcomes come out of the scenario's capacities and policies, which are inputs written in the scenario file with their sources; no input sets an error rate, a downtime or a utilisation.</p>
 <h2>Comparison</h2>
-<p>One column per variant{{with .Compare.Head}} ({{.}}){{end}}; the row names are the columns of <code>corral sim --wide</code>. "Enough attempts" is at least {{.MinAttempts}} in a step (one per 10,000 devices, at least 10): a step with a handful of attempts says nothing about a share.</p>
+<p>One column per variant{{with .Compare.Head}} ({{.}}){{end}}; the row names are the columns of <code>corral sim --wide</code>. "Enough attempts" is at least {{.MinAttempts}} in a step (sim's <code>peak_min_attempts</code>, from the number of devices): a step with a handful of attempts says nothing about a share.</p>
 <div class="scroll"><table class="summary"><tr><th>measure</th>{{range .Compare.Variants}}<th>{{.}}</th>{{end}}<th class="explain">what it is</th></tr>
 {{range .Compare.Rows}}<tr><th>{{.Head}}</th>{{range .Cells}}<td>{{.}}</td>{{end}}<td class="explain">{{.Explain}}</td></tr>
 {{end}}</table></div>
