@@ -269,7 +269,7 @@ func (d *device) welcome(w *wsConn, wl *corralv1.Welcome, now time.Time) {
 	rec.res.Latency.Welcome.Record(lat)
 	rec.welcome(wl.GetNodeId(), int(d.prio))
 	if storm >= 0 {
-		rec.back(int(storm), now.Sub(down), int(tries))
+		rec.back(int(storm), now.Sub(down), int(tries), int(d.prio))
 		d.r.recovering.Add(-1)
 	}
 }
@@ -406,7 +406,7 @@ func (d *device) ended(w *wsConn, reason string, cl wire.Close) {
 	if storm >= 0 && d.storm < 0 {
 		d.storm, d.downAt, d.tries = storm, time.Now(), 0
 		d.r.recovering.Add(1)
-		d.r.rec.dropped(int(storm))
+		d.r.rec.dropped(int(storm), int(d.prio))
 	}
 	d.state, d.conn = stIdle, nil
 	terminal := !cl.Code.Retryable()

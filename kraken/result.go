@@ -124,6 +124,11 @@ type Storm struct {
 	// AttemptsToBack counts the devices back by the attempts they needed
 	// ("1", "2", ...).
 	AttemptsToBack Counts `json:"attempts_to_back"`
+	// DroppedByPriority and BackAfterByPriority are Dropped and
+	// BackAfter by the devices' priority ("p0", "p1", "p2"): whether P0
+	// came back first.
+	DroppedByPriority   Counts                `json:"dropped_by_priority"`
+	BackAfterByPriority map[string]*Histogram `json:"back_after_by_priority"`
 
 	// Derived: time until 50, 90, 99 and 100 % of the dropped devices
 	// were back, in milliseconds; null when that share never came back.
@@ -134,7 +139,12 @@ type Storm struct {
 }
 
 func newStorm(kind string, at time.Duration) *Storm {
-	return &Storm{Kind: kind, AtSeconds: at.Seconds(), BackAfter: NewHistogram(), AttemptsToBack: Counts{}}
+	s := &Storm{Kind: kind, AtSeconds: at.Seconds(), BackAfter: NewHistogram(), AttemptsToBack: Counts{},
+		DroppedByPriority: Counts{}, BackAfterByPriority: map[string]*Histogram{}}
+	for _, p := range priorityLabels {
+		s.BackAfterByPriority[p] = NewHistogram()
+	}
+	return s
 }
 
 // newResult returns an empty Result of one agent.
@@ -281,6 +291,19 @@ func (r *Result) Merge(o *Result) error {
 		d.Back += s.Back
 		d.BackAfter.Merge(s.BackAfter)
 		d.AttemptsToBack.add(s.AttemptsToBack)
+		if d.DroppedByPriority == nil {
+			d.DroppedByPriority = Counts{}
+		}
+		d.DroppedByPriority.add(s.DroppedByPriority)
+		for p, h := range s.BackAfterByPriority {
+			if d.BackAfterByPriority == nil {
+				d.BackAfterByPriority = map[string]*Histogram{}
+			}
+			if d.BackAfterByPriority[p] == nil {
+				d.BackAfterByPriority[p] = NewHistogram()
+			}
+			d.BackAfterByPriority[p].Merge(h)
+		}
 		if d.Error == "" {
 			d.Error = s.Error
 		}
@@ -360,21 +383,24 @@ func (rec *recorder) stormError(s int, err error) {
 	rec.mu.Unlock()
 }
 
-// dropped counts a device whose session storm s ended.
-func (rec *recorder) dropped(s int) {
+// dropped counts a device of priority prio whose session storm s ended.
+func (rec *recorder) dropped(s, prio int) {
 	rec.mu.Lock()
 	rec.res.Storms[s].Dropped++
+	rec.res.Storms[s].DroppedByPriority[priorityLabels[prio]]++
 	rec.mu.Unlock()
 }
 
-// back records a device of storm s back after d and attempts attempts.
-func (rec *recorder) back(s int, d time.Duration, attempts int) {
+// back records a device of storm s and priority prio back after d and
+// attempts attempts.
+func (rec *recorder) back(s int, d time.Duration, attempts, prio int) {
 	rec.mu.Lock()
 	st := rec.res.Storms[s]
 	st.Back++
 	st.AttemptsToBack[strconv.Itoa(attempts)]++
 	rec.mu.Unlock()
 	st.BackAfter.Record(d)
+	st.BackAfterByPriority[priorityLabels[prio]].Record(d)
 }
 
 // failedAt counts a failed attempt of priority prio in the second of t.

@@ -33,9 +33,9 @@ func feed(rnd *rand.Rand, t0 time.Time, recs ...*recorder) {
 				rec.disconnect("cut", p)
 				rec.res.Latency.Connect.Record(d)
 			case 4:
-				rec.dropped(p % 2)
+				rec.dropped(p%2, p)
 			case 5:
-				rec.back(p%2, d, 1+p)
+				rec.back(p%2, d, 1+p, p)
 			case 6:
 				rec.resume(p == 0)
 				rec.res.Latency.Resume.Record(d)
