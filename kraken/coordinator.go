@@ -330,7 +330,7 @@ func (s *session) run(ctx context.Context, url string) (*Result, error) {
 	// Phases: join and ready, warm-up, the scenario's clock, the results.
 	phase := "join"
 	deadline := time.Now().Add(c.split.JoinTimeout)
-	var t0 time.Time
+	var t0, warmFrom time.Time
 	var massWG sync.WaitGroup
 	mctx, mcancel := context.WithCancel(ctx)
 	defer func() {
@@ -412,11 +412,13 @@ func (s *session) run(ctx context.Context, url string) (*Result, error) {
 			if s.all(func(a *agentState) bool { return a.ready }) {
 				s.ctl(ctlGo, "")
 				phase, deadline = "warm-up", now.Add(pl.duration+c.split.Silence)
+				warmFrom = now
 			}
 		case "warm-up":
 			if s.all(func(a *agentState) bool { return a.warm }) {
 				s.ctl(ctlStart, "")
 				t0, phase = now, "run"
+				s.line(fmt.Sprintf("kraken: warm-up of %d devices over %d agents took %.3fs", pl.initial, c.agents, now.Sub(warmFrom).Seconds()))
 				deadline = t0.Add(pl.duration + c.cfg.Settle + c.split.Silence + 10*time.Second)
 				for i, e := range pl.storms {
 					if e.kind == "drop" || e.kind == "move" {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/edge/run.sh: the edge benchmarks of issue 12, on one machine.
 #
-#   bash bench/edge/run.sh [idle|latency|all] [-n 9000] [-runs 3]
+#   bash bench/edge/run.sh [idle|latency|storm|all] [-n 9000] [-runs 3]
 #
 # idle:    N idle WebSocket sessions (Hello + one Subscribe each) held
 #          through a front in front of one hub, the client side in two
@@ -25,15 +25,30 @@
 #          second); p50 and p99 from publish to receipt over every
 #          delivery, and the edge's added p50 and p99 beside the direct
 #          ones.
+# storm:   N sessions (default 20,000; priorities P0 10 %, P1 30 %, P2 60 %)
+#          through 2 edges (`corral edge` on 127.0.2.1 and 127.0.2.2,
+#          admission on: adaptive limits, staged shedding by priority) to 3
+#          hubs (`corral hub` on 127.0.1.1-3, the first one's NATS server
+#          embedded and listening, the two others joined to it), driven by
+#          `corral kraken run` over its agent processes (one per 18,000
+#          devices). The sessions are held STORM_HOLD (20s), all dropped at
+#          once, and reconnect with full jitter (STORM_BACKOFF, default
+#          {policy: full, base: 1s, cap: 30s}). Reports the time until 99 %
+#          are back against the ideal, N / the fleet's admission rate (the
+#          rate at which the same fleet took the N sessions at the warm-up,
+#          every device connecting at once), the ratio (issue 12's target:
+#          <= 1.5x), and each priority's time until 99 % of its dropped
+#          devices were back (P0 should be first). Each run on fresh
+#          processes; -runs times.
 #
 # Needs: Go, curl, haproxy (installed with apt-get when missing, for idle),
-# openssl with TLS=1.
+# openssl with TLS=1, jq for storm.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 mode=${1:-all}
 shift || true
-N=9000
+N=""
 RUNS=3
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -42,6 +57,10 @@ while [ $# -gt 0 ]; do
 	*) echo "unknown flag $1" >&2; exit 2 ;;
 	esac
 done
+if [ -z "$N" ]; then
+	N=9000
+	[ "$mode" = storm ] && N=20000
+fi
 if [ "${TLS:-0}" = 1 ] && [ "$mode" != idle ]; then
 	echo "TLS=1 is for idle only (the latency turns' direct path is the plaintext hub)" >&2; exit 2
 fi
@@ -228,6 +247,92 @@ latency_turn() {
 	stop "$hub_pid"
 }
 
+# storm_turn RUN: N sessions through 2 edges to 3 hubs, all dropped at
+# once; the time until 99 % are back against N / the admission rate.
+storm_turn() {
+	local run=$1 i pids=() hold=${STORM_HOLD:-20s} backoff=${STORM_BACKOFF:-"{policy: full, base: 1s, cap: 30s}"}
+	for i in 1 2 3; do
+		local nats="url: nats://127.0.1.1:7440"
+		[ "$i" = 1 ] && nats="listen: 127.0.1.1:7440"
+		cat >"$work/shub$i.yaml" <<YAML
+listen: 127.0.1.$i:7450
+grpc_listen: 127.0.1.$i:7451
+node_id: hub-$i
+admin: {addr: 127.0.1.$i:7459}
+nats: {$nats}
+history: {store: memory}
+auth:
+  keys: [{algorithm: HS256, secret: $SECRET}]
+relay:
+  keys: [{name: bench, key: $RELAY}]
+session:
+  handshake_timeout: 60s
+  ping_interval: 10m
+overload:
+  enabled: true
+YAML
+		"$work/corral" hub --config "$work/shub$i.yaml" --log-level warn >"$work/shub$i.log" 2>&1 &
+		pids+=($!)
+		wait_ready "127.0.1.$i:7459"
+	done
+	for i in 1 2; do
+		cat >"$work/sedge$i.yaml" <<YAML
+listen: 127.0.2.$i:7470
+grpc_listen: ""
+node_id: edge-$i
+admin: {addr: 127.0.2.$i:7479}
+origins:
+  static: ["127.0.1.1:7451", "127.0.1.2:7451", "127.0.1.3:7451"]
+  pick: p2c
+relay:
+  key: $RELAY
+session:
+  handshake_timeout: 60s
+  ping_interval: 10m
+admission:
+  enabled: true
+YAML
+		"$work/corral" edge --config "$work/sedge$i.yaml" --log-level warn >"$work/sedge$i.log" 2>&1 &
+		pids+=($!)
+		wait_ready "127.0.2.$i:7479"
+	done
+	local hold_s=${hold%s}
+	cat >"$work/storm.yaml" <<YAML
+name: edge-storm
+duration: $(( hold_s + ${STORM_RECOVER:-300} ))s
+population:
+  devices: $N
+  initial: $N
+  protocol: websocket
+  priorities: [{name: P0, share: 0.1}, {name: P1, share: 0.3}, {name: P2, share: 0.6}]
+dns: {policy: multivalue}
+origins: [{name: hub, count: 3, headroom: 1, max_new_per_second: 100000}]
+client:
+  backoff: $backoff
+  connect_timeout: 30s
+traffic:
+  disconnects: [{at: ${hold_s}s, share: 1}]
+stop: {on_recovery: true}
+target:
+  urls: ["ws://127.0.2.1:7470/v1/ws", "ws://127.0.2.2:7470/v1/ws"]
+YAML
+	export KRAKEN_BENCH_SECRET=$SECRET
+	"$work/corral" kraken run "$work/storm.yaml" --secret-env KRAKEN_BENCH_SECRET ${STORM_AGENTS:+--agents $STORM_AGENTS} \
+		--out "$work/storm.$run.json" 2>"$work/kraken.$run.log" || { tail -20 "$work/kraken.$run.log" >&2; stop "${pids[@]}"; return 1; }
+	local r="$work/storm.$run.json" wu
+	# The warm-up as the coordinator measured it (every agent ready to
+	# every session held): the fleet's admission rate under a herd.
+	wu=$(sed -n 's/^kraken: warm-up of .* took \([0-9.]*\)s$/\1/p' "$work/kraken.$run.log")
+	[ -n "$wu" ] || { echo "no warm-up line in kraken's log (a run in one process: give STORM_AGENTS=2)" >&2; stop "${pids[@]}"; return 1; }
+	jq -r --argjson n "$N" --argjson wu "$wu" --arg run "$run" '
+		.storms[0] as $s | ($n / $wu) as $rate | ($n / $rate) as $ideal |
+		def p99(p): if ($s.back_after_by_priority[p].count // 0) == ($s.dropped_by_priority[p] // 0) and ($s.dropped_by_priority[p] // 0) > 0
+			then "\($s.back_after_by_priority[p].p99_ms / 1000 | . * 100 | round / 100) s" else "not all back" end;
+		"storm run \($run): \(.agents) agents, \($s.dropped) dropped, \($s.back) back; admission \($rate | round)/s at the warm-up (\($wu) s); ideal \($ideal * 100 | round / 100) s; 99 % back after \(if $s.back_99_ms then ($s.back_99_ms / 1000 * 100 | round / 100 | tostring) + " s" else "never" end) = \(if $s.back_99_ms then ($s.back_99_ms / 1000 / $ideal * 100 | round / 100 | tostring) + "x" else "-" end) ideal; 99 % of each back: P0 \(p99("p0")), P1 \(p99("p1")), P2 \(p99("p2")); peak \(.peak_attempts_per_second) attempts/s, \(.attempts_per_device * 100 | round / 100) attempts per device"' "$r"
+	jq -c '{failures: (.failures | map_values(add)), disconnects: (.disconnects | map_values(add)), terminal, welcomes: (.welcomes | map_values(add)), stopped}' "$r" | sed 's/^/  /'
+	stop "${pids[@]}"
+}
+
 echo "# $(date -u +%FT%TZ) $(go version) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), N $N, TLS $TLS"
 if [ "$mode" = idle ] || [ "$mode" = all ]; then
 	if ! command -v haproxy >/dev/null; then
@@ -245,4 +350,8 @@ if [ "$mode" = latency ] || [ "$mode" = all ]; then
 	d50=$(median_of direct 5 "$work/latency.sum"); d99=$(median_of direct 7 "$work/latency.sum")
 	e50=$(median_of edge 5 "$work/latency.sum"); e99=$(median_of edge 7 "$work/latency.sum")
 	echo "latency medians over $RUNS runs: direct p50 $d50 ms p99 $d99 ms; edge p50 $e50 ms p99 $e99 ms; added p50 $(awk -v a="$e50" -v b="$d50" 'BEGIN {printf "%.2f", a - b}') ms, p99 $(awk -v a="$e99" -v b="$d99" 'BEGIN {printf "%.2f", a - b}') ms"
+fi
+if [ "$mode" = storm ]; then
+	command -v jq >/dev/null || { echo "storm needs jq" >&2; exit 2; }
+	for r in $(seq "$RUNS"); do storm_turn "$r"; done
 fi
