@@ -129,7 +129,7 @@ func TestSplitMatchesOneProcess(t *testing.T) {
 			r.Resumes.Gaps, r.Stopped}
 	}
 	if a, b := of(one), of(two); a != b {
-		t.Errorf("one process %+v\ntwo agents  %+v\nwant the same counts", a, b)
+		t.Errorf("one process %+v\ntwo agents  %+v\nwant the same counts\n(failures %v / %v, disconnects %v / %v)", a, b, one.Failures, two.Failures, one.Disconnects, two.Disconnects)
 	}
 	if want := (counts{Devices: 200, Held: 200, Dropped: 100, Back: 100, Published: 10, DeliveredP0: 1000, P0Exp: 1000, Stopped: "on_recovery"}); of(two).Devices != want.Devices ||
 		of(two).Held != want.Held || of(two).Dropped != want.Dropped || of(two).Back != want.Back || of(two).Published != want.Published ||
