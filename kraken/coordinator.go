@@ -315,8 +315,7 @@ func (s *session) run(ctx context.Context, url string) (*Result, error) {
 	exits := make(chan childExit, local)
 	for range local {
 		cmd := c.split.Command(url, c.runID)
-		setDeathSignal(cmd)
-		if err := cmd.Start(); err != nil {
+		if err := startAgent(cmd); err != nil {
 			return s.fail(fmt.Errorf("kraken: starting a local agent: %w", err))
 		}
 		ch := &child{cmd: cmd, exit: make(chan error, 1)}
@@ -601,4 +600,12 @@ func (s *session) killChildren() {
 		}
 	}
 	s.children = nil
+}
+
+// startAgent starts a local agent's command: killed with this process
+// (on Linux), inheriting no descriptor but its standard ones.
+func startAgent(cmd *exec.Cmd) error {
+	setDeathSignal(cmd)
+	closeOnExecAll()
+	return cmd.Start()
 }

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralhq/corral/hub"
 	"github.com/corralhq/corral/internal/browser"
@@ -91,10 +94,15 @@ func TestSplitMatchesOneProcess(t *testing.T) {
 	}
 	h := startHub(t, hub.Options{})
 	cfg := Config{Targets: []string{h.url()}, Token: testToken(testSecret), PublishURL: "http://" + h.Addr().String(), APIKey: testAPIKey}
+	// Each run from its own source addresses, none of them another
+	// test's: no connection of the first run (in TIME_WAIT) shares a
+	// 4-tuple with the second's.
+	cfg.Sources = netip.MustParsePrefix("127.90.0.0/16")
 	one := runScenario(t, loadScenario(t, "split.yaml", splitScenario), cfg)
 
 	var ac agentCommands
 	cfg.Progress = testWriter{t}
+	cfg.Sources = netip.MustParsePrefix("127.91.0.0/16")
 	c, err := NewCoordinator(loadScenario(t, "split.yaml", splitScenario), cfg, Split{Agents: 2, Command: ac.command})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +137,8 @@ func TestSplitMatchesOneProcess(t *testing.T) {
 			r.Resumes.Gaps, r.Stopped}
 	}
 	if a, b := of(one), of(two); a != b {
-		t.Errorf("one process %+v\ntwo agents  %+v\nwant the same counts\n(failures %v / %v, disconnects %v / %v)", a, b, one.Failures, two.Failures, one.Disconnects, two.Disconnects)
+		t.Errorf("one process %+v\ntwo agents  %+v\nwant the same counts\n(failures %v / %v, disconnects %v / %v; the hub's closes %s)",
+			a, b, one.Failures, two.Failures, one.Disconnects, two.Disconnects, labelled(t, h.reg, "corral_hub_session_closes_total"))
 	}
 	if want := (counts{Devices: 200, Held: 200, Dropped: 100, Back: 100, Published: 10, DeliveredP0: 1000, P0Exp: 1000, Stopped: "on_recovery"}); of(two).Devices != want.Devices ||
 		of(two).Held != want.Held || of(two).Dropped != want.Dropped || of(two).Back != want.Back || of(two).Published != want.Published ||
@@ -222,3 +231,26 @@ func TestDeadAgentIsReported(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// labelled formats every series of a metric family of reg with its
+// labels.
+func labelled(t *testing.T, reg prometheus.Gatherer, name string) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				fmt.Fprintf(&b, "%s=%s ", l.GetName(), l.GetValue())
+			}
+			fmt.Fprintf(&b, "%v; ", m.GetCounter().GetValue())
+		}
+	}
+	return b.String()
+}

@@ -2,7 +2,9 @@ package kraken
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -36,4 +38,25 @@ func setDeathSignal(cmd *exec.Cmd) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+}
+
+// closeOnExecAll marks every open descriptor of the process (but stdin,
+// stdout and stderr) close-on-exec, so that a child started now inherits
+// none. Go opens its own files that way, but a descriptor made by dup(2)
+// is not (nbio's NBConn dups every socket it takes over: a hub's accepted
+// connections, a kraken's dialed ones). A local agent that inherited a
+// hub's socket keeps it open after the hub closed its own descriptor, and
+// the hub's epoll set then keeps reporting that socket's events under the
+// descriptor number the hub reuses for a new connection, which it then
+// closes (seen as a storm of cut sessions).
+func closeOnExecAll() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }

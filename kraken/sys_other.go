@@ -17,3 +17,7 @@ func maxDevicesHere() int { return 1 << 20 }
 // setDeathSignal: no parent-death signal outside Linux; the coordinator
 // kills its local agents when it ends.
 func setDeathSignal(_ *exec.Cmd) {}
+
+// closeOnExecAll: outside Linux the descriptors are not listed; a child
+// inherits what is not close-on-exec.
+func closeOnExecAll() {}
