@@ -17,6 +17,7 @@ import (
 func commands() []func(*globals) *cobra.Command {
 	return []func(*globals) *cobra.Command{
 		newVersionCmd,
+		newUpCmd,
 		newSimCmd,
 		newKrakenCmd,
 		newDNSCmd,

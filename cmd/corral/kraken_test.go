@@ -7,16 +7,21 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/internal/browser"
 )
 
 // TestMain runs the test binary as corral itself when a test's command
 // started it as such (corral kraken run starting its local agents with
-// os.Executable).
+// os.Executable), and stops the headless Chromium of TestUp after the
+// tests.
 func TestMain(m *testing.M) {
 	if os.Getenv("CORRAL_TEST_AS_CORRAL") == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	browser.Stop()
+	os.Exit(code)
 }
 
 const krakenScenario = `name: cli-small
