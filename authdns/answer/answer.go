@@ -1,6 +1,7 @@
 package answer
 
 import (
+	"fmt"
 	"math/bits"
 	"net/netip"
 	"sync/atomic"
@@ -47,6 +48,10 @@ type Set struct {
 	// it is nil otherwise.
 	flags []*atomic.Bool
 	sel   selector
+	// weights are the configured weights of the records; eff, when set,
+	// the effective weights that replace them (SetWeights).
+	weights []uint32
+	eff     atomic.Pointer[[]uint32]
 }
 
 // NewSet validates cfg and compiles it into a Set.
@@ -63,6 +68,10 @@ func NewSet(cfg Config) (*Set, error) {
 		s.health[i] = r.Health
 	}
 	s.flags = flagsOf(s.health)
+	s.weights = make([]uint32, len(s.recs))
+	for i, r := range s.recs {
+		s.weights[i] = r.Weight
+	}
 	s.sel = cfg.Policy.build(&cfg)
 	return s, nil
 }
@@ -84,6 +93,37 @@ func flagsOf(probes []Probe) []*atomic.Bool {
 		}
 	}
 	return flags
+}
+
+// SetWeights replaces the weights the weighted policies draw by (weighted,
+// weighted-subset, and multivalue, which then draws its subset and order
+// by weight instead of uniformly) with w, one per record, as load
+// feedback computes them (EffectiveWeights); nil restores the configured
+// weights. A w of the wrong length is refused. It is safe for concurrent
+// use with Select, which sees the old or the new weights whole.
+func (s *Set) SetWeights(w []uint32) error {
+	if w == nil {
+		s.eff.Store(nil)
+		return nil
+	}
+	if len(w) != len(s.recs) {
+		return fmt.Errorf("answer: %d weights for %d records", len(w), len(s.recs))
+	}
+	w = append([]uint32(nil), w...)
+	s.eff.Store(&w)
+	return nil
+}
+
+// Weights returns the weights Select draws by now: the effective ones of
+// SetWeights, or the configured ones.
+func (s *Set) Weights() []uint32 { return append([]uint32(nil), s.weightsNow()...) }
+
+// weightsNow returns the effective weights, or the configured ones.
+func (s *Set) weightsNow() []uint32 {
+	if e := s.eff.Load(); e != nil {
+		return *e
+	}
+	return s.weights
 }
 
 // Policy returns the set's policy.

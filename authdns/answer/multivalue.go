@@ -2,7 +2,9 @@ package answer
 
 // Multivalue answers up to N (default 8) healthy records, a random subset
 // in random order when more are healthy; when none is healthy, up to N of
-// all records (fail open). It reads N.
+// all records (fail open). It reads N. With effective weights
+// (Set.SetWeights, from load feedback) the subset and its order are drawn
+// by weight without replacement, as weighted-subset draws.
 var Multivalue = &Policy{
 	name:   "multivalue",
 	fields: fields(FieldN),
@@ -18,6 +20,9 @@ var Multivalue = &Policy{
 type multivalue struct{ n int }
 
 func (m *multivalue) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
+	if e := s.eff.Load(); e != nil { // load feedback: by weight
+		return s.weightedSample(dst, m.n, *e, r)
+	}
 	if flags := s.flags; flags != nil {
 		up := all(dst, len(flags))
 		k := 0

@@ -20,12 +20,19 @@ var WeightedSubset = &Policy{
 type subset struct{ n int }
 
 func (w subset) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
-	dst, nz, total, open := s.weightedCandidates(dst)
-	n := min(w.n, len(dst))
+	return s.weightedSample(dst, w.n, s.weightsNow(), r)
+}
+
+// weightedSample answers n records by weight w without replacement from
+// the healthy ones, zero weights filling up in random order, every record
+// when none is healthy.
+func (s *Set) weightedSample(dst []int, n int, w []uint32, r Source) ([]int, Result) {
+	dst, nz, total, open := s.weightedCandidates(dst, w)
+	n = min(n, len(dst))
 	k := 0
 	for ; k < n && k < nz; k++ {
-		j := k + s.draw(dst[k:nz], uintn(r, total))
-		total -= uint64(s.recs[dst[j]].Weight)
+		j := k + draw(w, dst[k:nz], uintn(r, total))
+		total -= uint64(w[dst[j]])
 		dst[k], dst[j] = dst[j], dst[k]
 	}
 	if k < n { // fill up with zero-weight records, in random order
