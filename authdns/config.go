@@ -80,6 +80,10 @@ type Config struct {
 	Health health.Config `yaml:"health"`
 	// Zones are the zones served.
 	Zones []ZoneConfig `yaml:"zones"`
+	// Feedback weights the answers of weighted, weighted-subset and
+	// multivalue sets by the load their origins report over NATS
+	// (feedback.go); off without feedback.nats.
+	Feedback FeedbackConfig `yaml:"feedback"`
 
 	// sum is the SHA-256 of the file LoadConfig read, so that Watch
 	// compares the file with what is served, not with what it first
@@ -291,6 +295,7 @@ func (c *Config) validateSettings() error {
 	if err := (admin.Config{Addr: c.Admin.Addr}).Validate(); err != nil {
 		bad("admin.addr", "%v", err)
 	}
+	c.Feedback.validate(bad)
 	if c.Sockets < 0 || c.Sockets > 256 {
 		bad("sockets", "must be 0 (one per core) to 256, got %d", c.Sockets)
 	}

@@ -65,6 +65,7 @@ type Server struct {
 	checker *health.Checker
 	coll    *collector
 	tcpSt   *stats
+	fb      *feedback // nil without load feedback
 
 	state atomic.Pointer[state]
 	// queryHook, when set before Run, is called with each parsed query
@@ -128,9 +129,17 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}, func() (uint64, uint64) { return s.reloads.Load(), s.reloadErrors.Load() })
 	s.tcpSt = &stats{}
 	s.coll.add(s.tcpSt)
+	if cfg.Feedback.enabled() {
+		s.fb = newFeedback(s)
+	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.coll); err != nil {
 			return nil, fmt.Errorf("authdns: registering metrics: %w", err)
+		}
+		if s.fb != nil {
+			if err := opts.Registerer.Register(newFeedbackCollector(s.fb)); err != nil {
+				return nil, fmt.Errorf("authdns: registering metrics: %w", err)
+			}
 		}
 	}
 	return s, nil
@@ -246,6 +255,15 @@ func (s *Server) Run(ctx context.Context) error {
 			s.log.Error("health checker", "err", err)
 		}
 	}()
+	fdone := make(chan struct{})
+	if s.fb != nil {
+		go func() {
+			defer close(fdone)
+			s.fb.run(hctx)
+		}()
+	} else {
+		close(fdone)
+	}
 	for _, c := range udp {
 		st := &stats{}
 		s.coll.add(st)
@@ -271,6 +289,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.wg.Wait()
 	hcancel()
 	<-hdone
+	<-fdone
 	return nil
 }
 

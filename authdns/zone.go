@@ -87,6 +87,11 @@ type rrset struct {
 	// policy is the index of the set's policy in answer.Policies.
 	policy int
 	sel    *answer.Set
+	// owner and values are the set's name (presentation form, lower
+	// case) and its records' values as configured, which load feedback
+	// matches to the origins' advertised addresses.
+	owner  string
+	values []string
 	// rrs holds each record after its owner: type, class, TTL, rdlength and
 	// rdata, ready to copy into an answer.
 	rrs [][]byte
@@ -440,7 +445,7 @@ func compileSet(checks checks, rc RecordConfig, origin string, zoneTTL uint32) (
 			return nil, nil, errs
 		}
 	}
-	set := &rrset{rtype: rtype, policy: pol.Index()}
+	set := &rrset{rtype: rtype, policy: pol.Index(), owner: strings.ToLower(ownerName)}
 	acfg := answer.Config{Policy: pol, N: rc.N}
 	for vi, v := range rc.Values {
 		p := fmt.Sprintf("values[%d]", vi)
@@ -467,6 +472,7 @@ func compileSet(checks checks, rc RecordConfig, origin string, zoneTTL uint32) (
 			}
 		}
 		set.rrs = append(set.rrs, b)
+		set.values = append(set.values, strings.TrimSpace(v.Value))
 		acfg.Records = append(acfg.Records, answer.Record{Health: probe, Weight: v.Weight, Secondary: v.Secondary, Location: v.Location})
 	}
 	if rtype == typeCNAME && len(rc.Values) > 1 && !pol.OneRecord() {

@@ -57,6 +57,9 @@ type Config struct {
 	MaxSessionAge time.Duration `yaml:"max_session_age"`
 	// Drain paces the GoAway frames of a graceful shutdown.
 	Drain DrainConfig `yaml:"drain"`
+	// Load publishes the edge's load on NATS for authdns's load feedback
+	// (load.go); off without load.nats.
+	Load LoadConfig `yaml:"load"`
 }
 
 // AdminConfig is the admin listener's part of the configuration.
@@ -220,6 +223,9 @@ func (c RelayConfig) relayKey() string {
 
 // Validate checks the configuration; the errors name the key.
 func (c *Config) Validate() error {
+	if err := c.Load.validate(); err != nil {
+		return err
+	}
 	if c.Listen == "" && c.GRPCListen == "" {
 		return config.Errorf("listen", "edge: listen and grpc_listen are both empty: no device can connect")
 	}

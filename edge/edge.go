@@ -220,6 +220,13 @@ func (e *Edge) run(ctx context.Context) (err error) {
 		}
 	})
 	wg.Go(func() { e.tickSessions(ctx) })
+	if e.cfg.Load.NATS != "" {
+		addr := ws.addrString()
+		if addr == "" {
+			addr = addrString(grpcLn)
+		}
+		wg.Go(func() { e.publishLoad(ctx, addr) })
+	}
 	if e.adm.shedder != nil {
 		wg.Go(func() { e.severLoop(ctx, 100*time.Millisecond) })
 	}

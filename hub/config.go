@@ -52,6 +52,9 @@ type Config struct {
 	Drain DrainConfig `yaml:"drain"`
 	// Overload turns on admission and staged shedding (package limit).
 	Overload OverloadConfig `yaml:"overload"`
+	// Load publishes the hub's load over its NATS connection for
+	// authdns's load feedback (load.go). Off by default.
+	Load LoadConfig `yaml:"load"`
 	// Connections bounds idle, half-open and closing connections on every
 	// listener (connconfig.go).
 	Connections ConnectionConfig `yaml:"connections"`
@@ -334,6 +337,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Drain.Rate < 0 || c.Drain.RetryAfter < 0 || c.Drain.Deadline < 0 {
 		return config.Errorf("drain", "hub: rate, retry_after and deadline must not be negative")
+	}
+	if err := c.Load.validate(); err != nil {
+		return err
 	}
 	if c.Overload.Enabled {
 		if err := c.Overload.Shedder.Validate(); err != nil {

@@ -311,6 +311,9 @@ func (h *Hub) run(ctx context.Context) (err error) {
 	wg.Go(func() { h.probeHistory(ctx, store, historyProbeInterval) })
 	wg.Go(func() { h.severLoop(ctx, 100*time.Millisecond) })
 	wg.Go(func() { h.tickSessions(ctx) })
+	if h.cfg.Load.Enabled {
+		wg.Go(func() { h.publishLoad(ctx, httpLn) })
+	}
 	h.ready.Store(true)
 	h.syncHealth()
 	wg.Go(func() { lifecycle.Every(ctx, time.Second, h.syncHealth) })

@@ -76,6 +76,6 @@ func newDNSParts(cfg *authdns.Config, log *slog.Logger) (*authdns.Server, *admin
 		return nil, nil, err
 	}
 	adm := admin.New(admin.Config{Addr: cfg.Admin.Addr}, admin.Options{Gatherer: reg, Ready: srv.Ready, Logger: log, Title: "corral dns"})
-	adm.Page("/health", "the health checks of the records, reloading itself (?format=json)", srv.Checker().Handler())
+	adm.Page("/health", "the health checks of the records and the effective weights of load feedback, reloading itself (?format=json)", srv.HealthHandler())
 	return srv, adm, nil
 }

@@ -1,0 +1,267 @@
+package authdns
+
+import (
+	"context"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/corralhq/corral/authdns/answer"
+	"github.com/corralhq/corral/internal/loadreport"
+	"github.com/corralhq/corral/internal/natsutil"
+)
+
+// FeedbackConfig is load feedback: hubs and edges publish their load on
+// NATS (their `load` config), and every Interval the effective weights of
+// the weighted, weighted-subset and multivalue sets whose values are
+// those origins move by it, within the bounds (answer.FeedbackConfig).
+// The zero value (no NATS) turns it off. A change needs a restart.
+type FeedbackConfig struct {
+	// NATS is the NATS URL (comma-separated for a cluster); empty turns
+	// feedback off.
+	NATS string `yaml:"nats"`
+	// Subject is the subject of the load reports (default "corral.load").
+	Subject string `yaml:"subject"`
+	// Interval is how often the weights move (default 1s).
+	Interval time.Duration `yaml:"interval"`
+	// Timeout: an origin silent this long gets its configured weight back
+	// (default 5s).
+	Timeout time.Duration `yaml:"timeout"`
+	// Floor is the least factor of a configured weight (default 0.1),
+	// Ceiling the largest (default 2), MaxStep the most the factor moves
+	// per interval (default 0.25), Hysteresis the least move followed
+	// (default 0.05).
+	Floor      float64 `yaml:"floor"`
+	Ceiling    float64 `yaml:"ceiling"`
+	MaxStep    float64 `yaml:"max_step"`
+	Hysteresis float64 `yaml:"hysteresis"`
+}
+
+func (c FeedbackConfig) enabled() bool { return c.NATS != "" }
+
+func (c FeedbackConfig) bounds() answer.FeedbackConfig {
+	return answer.FeedbackConfig{Floor: c.Floor, Ceiling: c.Ceiling, MaxStep: c.MaxStep, Hysteresis: c.Hysteresis, Timeout: c.Timeout}.WithDefaults()
+}
+
+func (c FeedbackConfig) interval() time.Duration {
+	if c.Interval <= 0 {
+		return loadreport.DefaultInterval
+	}
+	return c.Interval
+}
+
+func (c FeedbackConfig) validate(bad func(path, format string, args ...any)) {
+	if c.Interval < 0 {
+		bad("feedback.interval", "must not be negative, got %v", c.Interval)
+	}
+	if strings.ContainsAny(c.Subject, " \t\r\n") {
+		bad("feedback.subject", "%q is not a NATS subject", c.Subject)
+	}
+	if err := c.bounds().Validate(); err != nil {
+		bad("feedback", "%s", strings.TrimPrefix(err.Error(), "answer: "))
+	}
+}
+
+// feedback keeps the origins' last reports and moves the sets' weights.
+// It is safe for concurrent use.
+type feedback struct {
+	s      *Server
+	bounds answer.FeedbackConfig
+
+	mu      sync.Mutex // guards loads
+	loads   map[string]loadreport.Report
+	heardAt map[string]time.Time
+
+	factors map[string]float64 // by record value; only the tick goroutine
+	view    atomic.Pointer[feedbackView]
+	reports [2]atomic.Uint64 // ok, bad
+}
+
+// feedbackView is what the last tick did, for metrics and the status page.
+type feedbackView struct {
+	at      time.Time
+	weights []weightRow
+	origins []originRow
+}
+
+// weightRow is one record's effective weight, in units of its configured
+// weight (multivalue records weigh 1).
+type weightRow struct {
+	name, rtype, value, origin string
+	configured, effective      float64
+}
+
+type originRow struct {
+	addr, node, kind string
+	load             answer.Load
+	fresh            bool
+}
+
+func newFeedback(s *Server) *feedback {
+	f := &feedback{s: s, bounds: s.cfg.Feedback.bounds(), loads: map[string]loadreport.Report{}, heardAt: map[string]time.Time{}, factors: map[string]float64{}}
+	f.view.Store(&feedbackView{})
+	return f
+}
+
+// receive records a report.
+func (f *feedback) receive(m *nats.Msg) {
+	r, err := loadreport.Decode(m.Data)
+	if err != nil {
+		f.reports[1].Add(1)
+		return
+	}
+	f.reports[0].Add(1)
+	f.mu.Lock()
+	f.loads[r.Addr], f.heardAt[r.Addr] = r, f.s.now()
+	f.mu.Unlock()
+}
+
+// run connects to NATS, subscribes and moves the weights every interval
+// until ctx ends. A NATS that is down is retried in the background; the
+// weights meanwhile fall back as the reports age.
+func (f *feedback) run(ctx context.Context) {
+	cfg := f.s.cfg.Feedback
+	c, err := natsutil.Connect(ctx, natsutil.Config{URL: cfg.NATS}, "corral-dns", f.s.log)
+	if err != nil {
+		f.s.log.Error("feedback: nats", "err", err)
+	} else {
+		defer c.Close()
+		subject := cfg.Subject
+		if subject == "" {
+			subject = loadreport.DefaultSubject
+		}
+		if _, err := c.NC.Subscribe(subject, f.receive); err != nil {
+			f.s.log.Error("feedback: subscribe", "subject", subject, "err", err)
+		}
+	}
+	t := time.NewTicker(cfg.interval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f.tick(f.s.now())
+		}
+	}
+}
+
+// byValue returns, for each key a record value may be (an origin's
+// address, and its host), the origin's load: for a host shared by several
+// origins, the most loaded of those heard from within the timeout.
+func (f *feedback) byValue(now time.Time) (map[string]answer.Load, map[string]string, []originRow) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	loads := make(map[string]answer.Load, 2*len(f.loads))
+	who := make(map[string]string, 2*len(f.loads))
+	var rows []originRow
+	for addr, r := range f.loads {
+		l := answer.Load{At: f.heardAt[addr], Sessions: r.Sessions, Inflight: r.Inflight, Limit: r.Limit, Stage: r.Stage}
+		fresh := now.Sub(l.At) <= f.bounds.Timeout
+		rows = append(rows, originRow{addr: addr, node: r.Node, kind: r.Kind, load: l, fresh: fresh})
+		keys := []string{addr}
+		if h, _, err := net.SplitHostPort(addr); err == nil && h != addr {
+			keys = append(keys, h)
+		}
+		for _, k := range keys {
+			old, ok := loads[k]
+			oldFresh := ok && now.Sub(old.At) <= f.bounds.Timeout
+			if !ok || (fresh && (!oldFresh || l.Pressure() > old.Pressure())) || (!fresh && !oldFresh && l.At.After(old.At)) {
+				loads[k], who[k] = l, addr
+			}
+		}
+	}
+	slices.SortFunc(rows, func(a, b originRow) int { return strings.Compare(a.addr, b.addr) })
+	return loads, who, rows
+}
+
+// tick moves every origin's factor one step (answer.FeedbackConfig.Next)
+// and gives each fed set its effective weights.
+func (f *feedback) tick(now time.Time) {
+	loads, who, origins := f.byValue(now)
+	factors := make(map[string]float64, len(f.factors))
+	view := &feedbackView{at: now, origins: origins}
+	var w []uint32
+	var fs []float64
+	f.s.state.Load().zones.eachSet(func(set *rrset) {
+		if !fedPolicy(set.policy) {
+			return
+		}
+		conf := configuredWeights(set.sel)
+		fs = fs[:0]
+		moved := false
+		for i, v := range set.values {
+			fi, ok := factors[v]
+			if !ok {
+				prev, seen := f.factors[v]
+				if !seen {
+					prev = 1
+				}
+				fi = f.bounds.Next(prev, loads[v], now)
+				factors[v] = fi
+			}
+			fs = append(fs, fi)
+			moved = moved || fi != 1
+			view.weights = append(view.weights, weightRow{name: set.owner, rtype: typeName(set.rtype), value: v, origin: who[v],
+				configured: float64(conf[i]), effective: float64(conf[i]) * fi})
+		}
+		if !moved {
+			_ = set.sel.SetWeights(nil)
+			return
+		}
+		w = answer.EffectiveWeights(w, conf, fs)
+		_ = set.sel.SetWeights(w)
+	})
+	f.factors = factors
+	f.view.Store(view)
+}
+
+// fedPolicy reports whether load feedback weights a set of policy index p.
+func fedPolicy(p int) bool {
+	return p == answer.Weighted.Index() || p == answer.WeightedSubset.Index() || p == answer.Multivalue.Index()
+}
+
+// configuredWeights returns the weights feedback scales: the records'
+// weights, or 1 each for a multivalue set and a set of zero weights only
+// (equal chances).
+func configuredWeights(s *answer.Set) []uint32 {
+	recs := s.Records()
+	w := make([]uint32, len(recs))
+	some := false
+	for i, r := range recs {
+		w[i] = r.Weight
+		some = some || r.Weight > 0
+	}
+	if !some || s.Policy() == answer.Multivalue {
+		for i := range w {
+			w[i] = 1
+		}
+	}
+	return w
+}
+
+// eachSet calls fn with every record set of the zones.
+func (zs *zoneSet) eachSet(fn func(*rrset)) {
+	for _, z := range zs.zones {
+		for _, n := range z.order {
+			for _, set := range n.sets {
+				fn(set)
+			}
+		}
+	}
+}
+
+// typeName returns the name of a record type of the zones.
+func typeName(t uint16) string {
+	for name, v := range typeNames {
+		if v == t {
+			return name
+		}
+	}
+	return "other"
+}

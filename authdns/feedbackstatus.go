@@ -1,0 +1,155 @@
+package authdns
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralhq/corral/health"
+	"github.com/corralhq/corral/internal/admin"
+)
+
+// feedbackCollector exports the last tick's effective weights and the
+// reports received.
+type feedbackCollector struct {
+	f                        *feedback
+	weight, reports, origins *prometheus.Desc
+}
+
+func newFeedbackCollector(f *feedback) *feedbackCollector {
+	return &feedbackCollector{f: f,
+		weight:  prometheus.NewDesc("corral_dns_feedback_weight", "Effective weight of a record under load feedback, in units of its configured weight (multivalue records weigh 1).", []string{"name", "type", "value"}, nil),
+		reports: prometheus.NewDesc("corral_dns_feedback_reports_total", "Load reports received, by result (ok, bad: not decoded).", []string{"result"}, nil),
+		origins: prometheus.NewDesc("corral_dns_feedback_origins", "Origins heard from, by state (fresh, silent: no report within the timeout).", []string{"state"}, nil),
+	}
+}
+
+func (c *feedbackCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.weight
+	ch <- c.reports
+	ch <- c.origins
+}
+
+func (c *feedbackCollector) Collect(ch chan<- prometheus.Metric) {
+	v := c.f.view.Load()
+	seen := map[[3]string]bool{}
+	for _, w := range v.weights {
+		k := [3]string{w.name, w.rtype, w.value}
+		if seen[k] { // the same value twice in a set: one series
+			continue
+		}
+		seen[k] = true
+		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, w.effective, w.name, w.rtype, w.value)
+	}
+	ch <- prometheus.MustNewConstMetric(c.reports, prometheus.CounterValue, float64(c.f.reports[0].Load()), "ok")
+	ch <- prometheus.MustNewConstMetric(c.reports, prometheus.CounterValue, float64(c.f.reports[1].Load()), "bad")
+	fresh := 0
+	for _, o := range v.origins {
+		if o.fresh {
+			fresh++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.origins, prometheus.GaugeValue, float64(fresh), "fresh")
+	ch <- prometheus.MustNewConstMetric(c.origins, prometheus.GaugeValue, float64(len(v.origins)-fresh), "silent")
+}
+
+// FeedbackWeight is one record's effective weight under load feedback.
+type FeedbackWeight struct {
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	Value string `json:"value"`
+	// Origin is the address of the origin whose report set it (empty:
+	// none heard from).
+	Origin string `json:"origin,omitempty"`
+	// Configured and Effective are in units of the configured weight
+	// (multivalue records weigh 1).
+	Configured float64 `json:"configured"`
+	Effective  float64 `json:"effective"`
+}
+
+// FeedbackWeights returns the effective weights the last feedback
+// interval set, in zone order; nil without feedback. It is safe for
+// concurrent use.
+func (s *Server) FeedbackWeights() []FeedbackWeight {
+	if s.fb == nil {
+		return nil
+	}
+	v := s.fb.view.Load()
+	out := make([]FeedbackWeight, 0, len(v.weights))
+	for _, w := range v.weights {
+		out = append(out, FeedbackWeight{Name: w.name, Type: w.rtype, Value: w.value, Origin: w.origin, Configured: w.configured, Effective: w.effective})
+	}
+	return out
+}
+
+// HealthHandler returns the health page of the admin listener: the
+// health checks (as health.Checker's page) and, with load feedback, the
+// effective weights and the origins heard from; JSON with format=json.
+func (s *Server) HealthHandler() http.Handler {
+	return admin.StatusPage(admin.StatusPageConfig{
+		JSON: func() any {
+			list := s.checker.Status()
+			out := struct {
+				Checks   []health.StatusJSON `json:"checks"`
+				Feedback []FeedbackWeight    `json:"feedback,omitempty"`
+			}{Checks: make([]health.StatusJSON, 0, len(list)), Feedback: s.FeedbackWeights()}
+			for _, c := range list {
+				out.Checks = append(out.Checks, c.JSON())
+			}
+			return out
+		},
+		HTML: s.healthStatus,
+	})
+}
+
+func (s *Server) healthStatus() admin.Status {
+	list := s.checker.Status()
+	healthy := 0
+	t := admin.Table{Title: "checks", Columns: []string{"name", "kind", "target", "state", "since", "last probe", "last error", "last latency", "probes"}}
+	for _, c := range list {
+		state := "unhealthy"
+		if c.Healthy {
+			healthy++
+			state = "healthy"
+		}
+		if c.Forced {
+			state += " (forced)"
+		}
+		t.Rows = append(t.Rows, admin.Row{Bad: !c.Healthy, Cells: []string{c.Name, c.Kind, c.Target, state, stamp(c.Since), stamp(c.LastProbe), c.LastError, latency(c.LastLatency), strconv.FormatUint(c.Probes, 10)}})
+	}
+	st := admin.Status{Title: "health checks", Summary: fmt.Sprintf("%d of %d healthy at %s", healthy, len(list), stamp(s.now())), Bad: healthy < len(list), Tables: []admin.Table{t}}
+	if s.fb == nil {
+		return st
+	}
+	v := s.fb.view.Load()
+	wt := admin.Table{Title: "load feedback: effective weights", Columns: []string{"name", "type", "value", "origin", "configured", "effective"}}
+	for _, w := range v.weights {
+		wt.Rows = append(wt.Rows, admin.Row{Bad: w.effective < w.configured, Cells: []string{w.name, w.rtype, w.value, w.origin,
+			strconv.FormatFloat(w.configured, 'g', 4, 64), strconv.FormatFloat(w.effective, 'g', 4, 64)}})
+	}
+	ot := admin.Table{Title: "load feedback: origins", Columns: []string{"addr", "node", "kind", "sessions", "in flight / limit", "stage", "pressure", "last report"}}
+	for _, o := range v.origins {
+		ot.Rows = append(ot.Rows, admin.Row{Bad: !o.fresh, Cells: []string{o.addr, o.node, o.kind, strconv.Itoa(o.load.Sessions),
+			fmt.Sprintf("%d / %d", o.load.Inflight, o.load.Limit), strconv.Itoa(o.load.Stage), strconv.FormatFloat(o.load.Pressure(), 'f', 2, 64), stamp(o.load.At)}})
+	}
+	st.Tables = append(st.Tables, wt, ot)
+	st.Facts = append(st.Facts, admin.Fact{Name: "feedback interval", Value: s.cfg.Feedback.interval().String()}, admin.Fact{Name: "last step", Value: stamp(v.at)})
+	return st
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+func latency(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return d.Round(time.Microsecond).String()
+}

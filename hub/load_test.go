@@ -1,0 +1,41 @@
+package hub
+
+import (
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/loadreport"
+)
+
+// TestLoadReports: with load.enabled the hub publishes its load (kind
+// hub, its WebSocket address, sessions, the publish limit, the stage) on
+// its NATS connection at the interval; a bad load config is refused.
+func TestLoadReports(t *testing.T) {
+	th := startHub(t, func(c *Config, _ *Options) {
+		c.NodeID = "hub-load"
+		c.Load = LoadConfig{Enabled: true, Interval: 20 * time.Millisecond}
+		c.Overload.Enabled = true
+	})
+	sub, err := th.nc.SubscribeSync(loadreport.DefaultSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		m, err := sub.NextMsg(20 * time.Second)
+		if err != nil {
+			t.Fatalf("no load report: %v", err)
+		}
+		r, err := loadreport.Decode(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind != "hub" || r.Node != "hub-load" || r.Addr != th.Addr().String() || r.Limit == 0 || r.Limit != th.Stats().PublishLimit || r.Interval != 20*time.Millisecond {
+			t.Fatalf("report %+v: want kind hub, node hub-load, addr %s, publish limit %d", r, th.Addr(), th.Stats().PublishLimit)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Load.Subject = "corral.*"
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a wildcard load.subject validated")
+	}
+}
