@@ -15,10 +15,16 @@ import (
 // startFleet runs three hubs on a NATS cluster behind a DNS name.
 func startFleet(t *testing.T) *fleet.Fleet {
 	t.Helper()
+	return startFleetConfig(t, fleet.Config{})
+}
+
+// startFleetConfig is startFleet with cfg.
+func startFleetConfig(t *testing.T, cfg fleet.Config) *fleet.Fleet {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a NATS cluster and three hubs")
 	}
-	f, err := fleet.New(fleet.Config{}, fleet.Options{})
+	f, err := fleet.New(cfg, fleet.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,3 +97,55 @@ func TestHubKillLosesNoP0(t *testing.T) {
 		t.Errorf("the edges answered %v of %v resumes from their cache, want at least 95 %% (and a resume per device dropped at least)", cached, all)
 	}
 }
+
+const unhealthyScenario = `
+name: unhealthy
+duration: 40s
+population: {devices: 150, initial: 150, protocol: websocket, tenants: 3}
+dns: {policy: multivalue}
+origins: [{name: hub, count: 3, headroom: 2, max_new_per_second: 1000}]
+client:
+  backoff: {policy: full, base: 100ms, cap: 1s}
+traffic:
+  unhealthy:
+    - {at: 0s}
+  disconnects:
+    - {at: 8s, share: 1}
+stop: {on_recovery: true}
+`
+
+// TestUnhealthyOriginLeavesTheAnswer: one hub of the fleet is marked
+// unhealthy (hub.SetUnhealthy, what POST /health/unhealthy does) at the
+// start: it keeps the sessions it holds, the fleet's DNS (gRPC health
+// checks, every second) drops it from the answer, and when every session
+// is dropped 8 s later the devices all come back on the two others. The
+// spell has no end: the run restores the hub after it stopped driving.
+func TestUnhealthyOriginLeavesTheAnswer(t *testing.T) {
+	f := startFleetConfig(t, fleet.Config{HealthCheck: "grpc", Edges: -1})
+	hubs := f.Hubs()
+	sick := hubs[2]
+	var before float64
+	cfg := fleetConfig(t, f)
+	cfg.Origins = 3
+	cfg.Unhealthy = func(context.Context, int) (func() error, error) {
+		before = float64(sick.Sessions())
+		sick.SetUnhealthy(true)
+		return func() error { sick.SetUnhealthy(false); return nil }, nil
+	}
+	var atEnd int
+	var readyAtEnd error
+	cfg.AtEnd = func() { atEnd, readyAtEnd = sick.Sessions(), sick.Ready() }
+	res := runScenario(t, loadScenario(t, "unhealthy.yaml", unhealthyScenario), cfg)
+	if res.Stopped != "on_recovery" || res.Held != 150 {
+		t.Errorf("stopped by %s holding %d, want on_recovery with 150", res.Stopped, res.Held)
+	}
+	if before == 0 || atEnd != 0 || readyAtEnd == nil {
+		t.Errorf("unhealthy hub: %v sessions when marked, %d at the end (ready: %v); want some, then none, still unhealthy at the end", before, atEnd, readyAtEnd)
+	}
+	if sick.Ready() != nil {
+		t.Errorf("the run did not restore the hub: %v", sick.Ready())
+	}
+	if v := res.HeldByOrigin[sick.Name]; len(v) < 8 || v[6] == 0 || v[len(v)-1] != 0 {
+		t.Errorf("sessions held on the unhealthy hub per second: %v; want kept until the drop, none at the end", v)
+	}
+}
