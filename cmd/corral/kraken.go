@@ -84,8 +84,10 @@ server (--nats-listen) or --nats URL. A dead agent fails the run, naming it.
 
 Session tokens are minted for tenants t0, t1, ... with the HMAC secret of
 the variable --secret-env names; the publish API key comes from
---api-key-env. Progress lines go to stderr; the JSON result (documented in
-kraken/README.md) to stdout, or to --out FILE.`,
+--api-key-env. Progress goes to stderr (a live table redrawn in place when
+stderr is a terminal, plain lines otherwise or with --plain); the JSON
+result (documented in kraken/README.md) to stdout, or to --out FILE;
+--report FILE.html also writes a self-contained HTML report of it.`,
 		Example: `  CORRAL_DEV_SECRET=... CORRAL_API_KEY=... corral kraken run scenarios/kraken-drop.yaml \
     --target ws://127.0.0.1:7400/v1/ws --publish http://127.0.0.1:7400 \
     --secret-env CORRAL_DEV_SECRET --api-key-env CORRAL_API_KEY`,
