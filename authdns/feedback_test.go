@@ -2,6 +2,8 @@ package authdns
 
 import (
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/corralhq/corral/internal/loadreport"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestFeedbackMatchesAndShows: reports are matched to record values by
@@ -91,5 +94,42 @@ zones:
 		if w.Effective != w.Configured {
 			t.Errorf("%s %s after the timeout: effective %v, configured %v", w.Name, w.Value, w.Effective, w.Configured)
 		}
+	}
+}
+
+// TestReloadKeepsFeedback: a reload that changes the feedback block keeps
+// the running settings and says so in the log.
+func TestReloadKeepsFeedback(t *testing.T) {
+	text := `
+listen: 127.0.0.1:0
+feedback: {nats: "nats://127.0.0.1:1", interval: %s}
+zones:
+  - origin: corral.test
+    soa: {mname: ns1.corral.test, rname: hostmaster.corral.test, serial: 1}
+    ns: [ns1.corral.test]
+    records:
+      - {name: ns1, type: A, values: [127.0.0.1]}
+`
+	cfg, err := ParseConfig("dns.yaml", fmt.Appendf(nil, text, "1s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.SyncBuffer
+	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := ParseConfig("dns.yaml", fmt.Appendf(nil, text, "2s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "feedback changes need a restart") {
+		t.Fatalf("reload log without the feedback warning:\n%s", logs.String())
+	}
+	if srv.cfg.Feedback.Interval != time.Second {
+		t.Fatalf("feedback interval %v after the reload, want the running 1s", srv.cfg.Feedback.Interval)
 	}
 }

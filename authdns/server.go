@@ -183,8 +183,8 @@ func (s *Server) Checker() *health.Checker { return s.checker }
 
 // Reload validates cfg and, when it is valid, replaces the zones, health
 // checks, rate limiting and transfer rules; an invalid cfg changes nothing
-// and its error is returned. Listen address, sockets, EDNS buffer and TCP
-// settings keep their values from New.
+// and its error is returned. Listen address, sockets, EDNS buffer, TCP
+// and feedback settings keep their values from New (a change is logged).
 func (s *Server) Reload(cfg *Config) error {
 	st, err := s.prepare(cfg)
 	if err != nil {
@@ -195,6 +195,9 @@ func (s *Server) Reload(cfg *Config) error {
 	s.reloads.Add(1)
 	if cfg.Listen != s.cfg.Listen || cfg.Sockets != s.cfg.Sockets || cfg.EDNSBuffer != s.cfg.EDNSBuffer {
 		s.log.Warn("reload: listen, sockets and edns_buffer changes need a restart; keeping the old values")
+	}
+	if cfg.Feedback != s.cfg.Feedback {
+		s.log.Warn("reload: feedback changes need a restart; keeping the old feedback settings")
 	}
 	s.log.Info("reloaded", "zones", len(st.zones.zones), "record_sets", st.zones.sets)
 	return nil
