@@ -162,3 +162,30 @@ func TestSetWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectWithWeightsAllocs: effective weights cost no allocation per
+// Select, for every fed policy.
+func TestSelectWithWeightsAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		p    *Policy
+		n    int
+		recs []Record
+	}{
+		{Weighted, 0, []Record{{Weight: 1}, {Weight: 2}, {Weight: 3}}},
+		{WeightedSubset, 2, []Record{{Weight: 1}, {Weight: 2}, {Weight: 3}}},
+		{Multivalue, 2, []Record{{}, {}, {}}},
+	} {
+		s, err := NewSet(Config{Policy: tc.p, Records: tc.recs, N: tc.n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetWeights([]uint32{100, 2000, 3}); err != nil {
+			t.Fatal(err)
+		}
+		dst := make([]int, 0, s.Len())
+		r := rand.New(rand.NewPCG(5, 6))
+		if a := testing.AllocsPerRun(100, func() { dst, _ = s.Select(dst, Query{}, r) }); a != 0 {
+			t.Errorf("%s with effective weights: %v allocations per Select", tc.p, a)
+		}
+	}
+}
