@@ -268,9 +268,8 @@ func (s *session) onJoin(msg *nats.Msg) {
 	s.mu.Lock()
 	a := s.asg
 	a.Agent = len(s.joins)
-	n := part{a.Agent, a.Agents}.count(s.c.pl.devices)
-	switch {
-	case len(s.joins) == s.c.agents:
+	switch n := (part{a.Agent, s.c.agents}).count(s.c.pl.devices); {
+	case len(s.joins) >= s.c.agents:
 		a = assignment{Refused: fmt.Sprintf("run %s has its %d agents", s.c.runID, s.c.agents)}
 	case req.MaxDevices < n:
 		a = assignment{Refused: fmt.Sprintf("its file limit holds %d devices; its part of the run is %d", req.MaxDevices, n)}

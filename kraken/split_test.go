@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralhq/corral/hub"
 	"github.com/corralhq/corral/internal/browser"
+	"github.com/corralhq/corral/internal/natsutil"
 )
 
 // TestMain runs the test binary as a kraken agent when a test started it
@@ -253,4 +255,92 @@ func labelled(t *testing.T, reg prometheus.Gatherer, name string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestRemoteAgentJoins: an agent started by hand (RunAgent, here in this
+// process) joins a run waiting for it over an external NATS server, by no
+// run id; a second one is refused, the run being complete.
+func TestRemoteAgentJoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a run against a hub")
+	}
+	h := startHub(t, hub.Options{})
+	emb, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	url := emb.Server.ClientURL()
+	sc := loadScenario(t, "remote.yaml", `
+name: remote
+duration: 20s
+population: {devices: 20, initial: 20, protocol: websocket}
+dns: {policy: multivalue}
+origins: [{name: hub, headroom: 2, max_new_per_second: 1000}]
+client:
+  backoff: {policy: full, base: 50ms, cap: 500ms}
+traffic:
+  disconnects: [{at: 500ms, share: 0.5}]
+stop: {on_recovery: true}
+`)
+	c, err := NewCoordinator(sc, Config{Targets: []string{h.url()}, Token: testToken(testSecret), Sources: netip.MustParsePrefix("127.92.0.0/16")},
+		Split{Agents: 1, Remote: 1, NATS: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	agentErr := make(chan error, 1)
+	go func() { agentErr <- RunAgent(ctx, AgentConfig{NATS: url, Name: "by-hand"}) }()
+	res, err := c.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-agentErr; err != nil {
+		t.Errorf("the agent: %v", err)
+	}
+	if res.Agents != 1 || res.Held != 20 || res.Storms[0].Dropped != 10 || res.Storms[0].Back != 10 || res.Stopped != "on_recovery" {
+		t.Errorf("agents %d, held %d, dropped %d, back %d, stopped by %s; want 1, 20, 10, 10, on_recovery",
+			res.Agents, res.Held, res.Storms[0].Dropped, res.Storms[0].Back, res.Stopped)
+	}
+}
+
+// TestCompleteRunRefusesAnAgent: an agent that asks to join a run that
+// has its agents is told so.
+func TestCompleteRunRefusesAnAgent(t *testing.T) {
+	emb, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	url := emb.Server.ClientURL()
+	sc := loadScenario(t, "full.yaml", `
+name: full
+duration: 5s
+population: {devices: 2, initial: 2, protocol: websocket}
+dns: {policy: multivalue}
+origins: [{name: hub, headroom: 2, max_new_per_second: 1000}]
+`)
+	c, err := NewCoordinator(sc, Config{Targets: []string{"ws://127.0.0.1:9/v1/ws"}, Token: testToken(testSecret)},
+		Split{Agents: 1, Remote: 1, NATS: url, JoinTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.runID = "r1"
+	s := &session{c: c, asg: assignment{Run: "r1", Agents: 1}, agents: make([]agentState, 1), byPID: map[int]int{}}
+	s.joins = []joinRequest{{Name: "first"}} // the run's one agent joined
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.Subscribe(subjectJoinAny, s.onJoin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	err = RunAgent(context.Background(), AgentConfig{NATS: url, Name: "second", JoinTimeout: 10 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "kraken: the run refused this agent: run r1 has its 1 agents") {
+		t.Errorf("RunAgent = %v, want the refusal", err)
+	}
 }
