@@ -24,7 +24,7 @@ import (
 type upFlags struct {
 	hubs, edges                 int
 	policy, pick                string
-	listen, dns                 string
+	listen, dns, dnsAdmin       string
 	hubWS, hubGRPC              int
 	edgeWS, edgeGRPC, adminPort int
 	storm                       string
@@ -66,6 +66,7 @@ edges and hubs and stops DNS and NATS: every port is free when it exits.`,
 	fl.StringVar(&f.pick, "pick", "p2c", "how an edge picks a hub: p2c or first-address")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7600", "address of the dashboard and its control API (port 0: any free port)")
 	fl.StringVar(&f.dns, "dns", "127.0.0.1:5354", "address of the DNS server (UDP and TCP)")
+	fl.StringVar(&f.dnsAdmin, "dns-admin", "127.0.0.1:7609", "address of the DNS server's admin listener (the hubs' and edges' are on their own addresses, at --admin-port)")
 	fl.IntVar(&f.hubWS, "hub-ws-port", 7400, "the hubs' WebSocket and HTTP publish port (0: any free port)")
 	fl.IntVar(&f.hubGRPC, "hub-grpc-port", 7401, "the hubs' gRPC port (0: any free port)")
 	fl.IntVar(&f.edgeWS, "edge-ws-port", 7500, "the edges' WebSocket port (0: any free port)")
@@ -170,11 +171,10 @@ type namedAdmin struct {
 func (u *up) startAdmins(f upFlags) error {
 	port := strconv.Itoa(f.adminPort)
 	dnsPart, dnsSrv := u.fleet.DNS()
-	host, _, _ := net.SplitHostPort(dnsSrv.Addr().String())
 	opts := func(name string, p fleet.Part, ready func() error) admin.Options {
 		return admin.Options{Gatherer: p.Registry, Ready: ready, Logger: u.log, Title: "corral up: " + name}
 	}
-	dns := admin.New(admin.Config{Addr: net.JoinHostPort(host, port)}, opts("dns", dnsPart, dnsSrv.Ready))
+	dns := admin.New(admin.Config{Addr: f.dnsAdmin}, opts("dns", dnsPart, dnsSrv.Ready))
 	dns.Page("/health", "the health checks of the records, reloading itself (?format=json)", dnsSrv.Checker().Handler())
 	if err := u.runAdmin("dns", dns); err != nil {
 		return err

@@ -56,7 +56,7 @@ func startUp(t *testing.T, args ...string) *upRun {
 	if testing.Short() {
 		t.Skip("starts a whole fabric")
 	}
-	all := append([]string{"up", "--listen", "127.0.0.1:0", "--dns", "127.0.0.1:0", "--hub-ws-port", "0", "--hub-grpc-port", "0",
+	all := append([]string{"up", "--listen", "127.0.0.1:0", "--dns", "127.0.0.1:0", "--dns-admin", "127.0.0.1:0", "--hub-ws-port", "0", "--hub-grpc-port", "0",
 		"--edge-ws-port", "0", "--edge-grpc-port", "0", "--admin-port", "0", "--log-format", "json"}, args...)
 	p := startCorral(t, "up", all...)
 	testkit.WaitFor(t, 120*time.Second, "corral up: ready", func() bool {
