@@ -281,3 +281,22 @@ sweep:
 		t.Errorf("dns_policy not applied")
 	}
 }
+
+// TestDrawsRefusedWithLine: sim.draws must be in [1, 1000]; a bad value is
+// refused with its line, and the key left out draws once.
+func TestDrawsRefusedWithLine(t *testing.T) {
+	base := "duration: 10s\npopulation: {devices: 1000}\ndns: {policy: multivalue}\norigins:\n  - {name: lb, max_connections: 2000, max_new_per_second: 100}\n"
+	s, err := Decode("t.yaml", []byte(base))
+	if err != nil || s.Sim.Draws != 1 {
+		t.Fatalf("left out: draws %v, %v; want 1", s, err)
+	}
+	for _, v := range []string{"0", "-2", "1001"} {
+		_, err := Decode("t.yaml", []byte(base+"sim:\n  draws: "+v+"\n"))
+		if err == nil || !strings.Contains(err.Error(), "t.yaml:7:") || !strings.Contains(err.Error(), "sim.draws") {
+			t.Errorf("draws %s: %v, want a refusal at t.yaml:7", v, err)
+		}
+	}
+	if s, err := Decode("t.yaml", []byte(base+"sim:\n  draws: 12\n")); err != nil || s.Sim.Draws != 12 {
+		t.Errorf("draws 12: %v, %v", s, err)
+	}
+}

@@ -160,4 +160,11 @@ type SimOptions struct {
 	// a backoff delay: slice i waits Delay(attempt, prev, (i+0.5)/Quantiles).
 	// Default 64.
 	Quantiles int `yaml:"quantiles"`
+	// Draws is the number of runs of each variant, at the seeds Seed,
+	// Seed+1, ..., Seed+Draws-1: the resolvers' answers, the shuffle hands
+	// and the rounding offsets are random draws, so an outcome that
+	// depends on them is a distribution, reported as one (median, worst,
+	// how many draws had failures). Default 1; at most 1000. kraken ignores
+	// it (a real fleet is one draw).
+	Draws int `yaml:"draws"`
 }

@@ -87,6 +87,7 @@ func (s *Scenario) WithDefaults() {
 	orDefault(s, "client.connect_timeout", &s.Client.ConnectTimeout, 10*time.Second)
 	orDefault(s, "client.catchup_requests", &s.Client.CatchupRequests, 1)
 	orDefault(s, "sim.quantiles", &s.Sim.Quantiles, 64)
+	orDefault(s, "sim.draws", &s.Sim.Draws, 1)
 }
 
 // Validate reports every bad value of s, with the key path of each (so
@@ -309,6 +310,9 @@ func (s *Scenario) Validate() error {
 	}
 	if c.Sim.Quantiles < 1 || c.Sim.Quantiles > 4096 {
 		bad("sim.quantiles", "must be in [1, 4096], got %d", c.Sim.Quantiles)
+	}
+	if c.Sim.Draws < 1 || c.Sim.Draws > 1000 {
+		bad("sim.draws", "must be in [1, 1000], got %d", c.Sim.Draws)
 	}
 	return errors.Join(errs...)
 }

@@ -125,6 +125,11 @@ type Result struct {
 	Variant  string `json:"variant,omitempty"`
 	// Seed is the seed the run used.
 	Seed uint64 `json:"seed"`
+	// Draw numbers the run among the Draws runs of its variant (from 1,
+	// at the seeds of scenario's sim.draws); both are 0 when the scenario
+	// draws once.
+	Draw  int `json:"draw,omitempty"`
+	Draws int `json:"draws,omitempty"`
 	// Devices is the population after the scenario's Scale.
 	Devices int64 `json:"devices"`
 	// Step is the time step in seconds.

@@ -27,6 +27,7 @@ func TestShippedScenariosRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			sc.Scale = 0.01
+			sc.Sim.Draws = 1 // one draw per variant here; TestDrawsAreTheSeedsRuns (sim/report) tests draws
 			runs, err := RunAll(context.Background(), sc, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -50,7 +50,11 @@ with --every each run's series, or with --json {scenario, runs:
 [{scenario, variant, seed, devices, step_seconds, priorities, origins,
 causes, summary, steps}]}. --out DIR also writes result.json and
 report.html: what was simulated, a verdict per run, the table with its
-columns explained, and charts, in one file that opens without a network.`,
+columns explained, and charts, in one file that opens without a network.
+A file with sim.draws: N runs each variant at N seeds (seed, seed+1, ...):
+the table then opens with each variant's median and worst over its draws
+and how many draws had failures, the rest shows each variant's median
+draw, and --json keeps the series of the median draws only.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -96,6 +100,7 @@ func runSim(cmd *cobra.Command, g *globals, path string, f simFlags) error {
 	if err != nil {
 		return err
 	}
+	simreport.KeepMedianSteps(runs) // a scenario of many draws: the series of the charted one
 	if f.out != "" {
 		paths, err := simreport.WriteDir(f.out, sc, runs)
 		if err != nil {
@@ -193,7 +198,20 @@ func wrap(text string, width int) []string {
 }
 
 func printSim(w io.Writer, runs []*sim.Result, every time.Duration, wide bool) error {
-	if err := simreport.SummaryTable(runs, wide).Write(w); err != nil {
+	if groups := simreport.GroupDraws(runs); simreport.Drawn(groups) {
+		// Each variant ran at several seeds: its median and worst first,
+		// then the median draw of each in the usual table.
+		if err := simreport.DrawsTable(groups).Write(w); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		runs = simreport.Medians(groups)
+		t := simreport.SummaryTable(runs, wide)
+		t.Title = "median draw of each variant"
+		if err := t.Write(w); err != nil {
+			return err
+		}
+	} else if err := simreport.SummaryTable(runs, wide).Write(w); err != nil {
 		return err
 	}
 	if t := simreport.TenantTable(runs); t != nil {

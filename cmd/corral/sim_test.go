@@ -146,3 +146,60 @@ func TestSimListsShippedScenarios(t *testing.T) {
 		t.Errorf("sim no-such-scenario: code %d, stderr %q", code, errs)
 	}
 }
+
+// TestSimDraws: a scenario of 3 draws prints each variant's median and
+// worst over its draws within 100 columns, then the median draws' table;
+// --json carries every draw, the series of the median draw only; the
+// report says what the draws are.
+func TestSimDraws(t *testing.T) {
+	p := writeScenario(t, smallScenario+"sim: {draws: 3}\n")
+	code, out, errs := corral(t, "sim", p)
+	if code != 0 {
+		t.Fatalf("sim: code %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{"over its draws", "median of 3", "draws failing", "median draw of each variant"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) > 100 {
+			t.Errorf("a line of %d columns: %q", len(l), l)
+		}
+	}
+	code, out, errs = corral(t, "sim", p, "--json", "--seed", "7")
+	if code != 0 {
+		t.Fatalf("sim --json: code %d, stderr %q", code, errs)
+	}
+	var doc struct {
+		Runs []struct {
+			Seed  uint64
+			Draw  int
+			Draws int
+			Steps []json.RawMessage
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Runs) != 6 {
+		t.Fatalf("json: %d runs, %v", len(doc.Runs), err)
+	}
+	withSteps := 0
+	for i, r := range doc.Runs {
+		if r.Seed != 7+uint64(i%3) || r.Draw != i%3+1 || r.Draws != 3 {
+			t.Errorf("run %d: seed %d, draw %d of %d", i, r.Seed, r.Draw, r.Draws)
+		}
+		if len(r.Steps) > 0 {
+			withSteps++
+		}
+	}
+	if withSteps != 2 {
+		t.Errorf("%d runs with steps, want the 2 median draws", withSteps)
+	}
+	dir := t.TempDir()
+	if code, _, errs = corral(t, "sim", p, "--out", dir); code != 0 {
+		t.Fatalf("sim --out: code %d, stderr %q", code, errs)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil || !strings.Contains(string(html), "Over the draws") || !strings.Contains(string(html), "(median draw, seed ") {
+		t.Errorf("report lacks the draws: %v", err)
+	}
+}

@@ -68,11 +68,17 @@ func WriteDir(dir string, sc *scenario.Scenario, rs []*sim.Result) ([]string, er
 // fleet, the event, the sweep), a verdict per run computed from its
 // results, the comparison table with every column explained, then the
 // charts (the runs compared, then each run), their time axis first on the
-// part where things happen.
+// part where things happen. When the scenario draws each variant at
+// several seeds (sim.draws), the verdicts are over the draws (DrawsVerdict),
+// a table gives each variant's median and worst (DrawsTable), and the
+// comparison and the charts show each variant's median draw.
 func WriteHTML(w io.Writer, sc *scenario.Scenario, rs []*sim.Result) error {
 	if len(rs) == 0 {
 		return fmt.Errorf("report: no runs to write")
 	}
+	groups := GroupDraws(rs)
+	drawn := Drawn(groups)
+	rs = Medians(groups)
 	p := page{Scenario: rs[0].Scenario, Tenants: TenantTable(rs), MinAttempts: count(Measure(rs[0]).MinAttempts)}
 	head, labels := variantLabels(rs)
 	p.Compare.Head, p.Compare.Variants = head, labels
@@ -91,8 +97,11 @@ func WriteHTML(w io.Writer, sc *scenario.Scenario, rs []*sim.Result) error {
 		p.Description = sc.Description
 		p.Setup = Describe(sc, rs)
 	}
-	for _, r := range rs {
-		p.Verdicts = append(p.Verdicts, Verdict(r))
+	for _, g := range groups {
+		p.Verdicts = append(p.Verdicts, DrawsVerdict(g))
+	}
+	if drawn {
+		p.Draws, p.DrawsNote = DrawsTable(groups), drawsNote(groups)
 	}
 	view := View(sc, rs)
 	if view[1] > view[0] {
@@ -119,6 +128,9 @@ func WriteHTML(w io.Writer, sc *scenario.Scenario, rs []*sim.Result) error {
 		title := r.Variant
 		if title == "" {
 			title = r.Scenario
+		}
+		if drawn {
+			title += fmt.Sprintf(" (median draw, seed %d)", r.Seed)
 		}
 		if err := render(title, Charts(r, view)); err != nil {
 			return err
@@ -152,6 +164,8 @@ type page struct {
 		Rows     []compareRow
 	}
 	Tenants     *table.Table
+	Draws       *table.Table
+	DrawsNote   string
 	MinAttempts string
 	View        string
 	Sections    []section
@@ -170,6 +184,11 @@ var pageTmpl = template.Must(template.New("report").Parse(`<!doctype html>
 {{range .Verdicts}}<p class="verdict">{{.}}</p>
 {{end}}
 <p>Outcomes come out of the scenario's capacities and policies, which are inputs written in the scenario file with their sources; no input sets an error rate, a downtime or a utilisation.</p>
+{{with .Draws}}<h2>Over the draws</h2>
+<p>{{$.DrawsNote}}</p>
+<table class="summary"><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
 <h2>Comparison</h2>
 <p>One column per variant{{with .Compare.Head}} ({{.}}){{end}}; the row names are the columns of <code>corral sim --wide</code>. "Enough attempts" is at least {{.MinAttempts}} in a step (sim's <code>peak_min_attempts</code>, from the number of devices): a step with a handful of attempts says nothing about a share.</p>
 <div class="scroll"><table class="summary"><tr><th>measure</th>{{range .Compare.Variants}}<th>{{.}}</th>{{end}}<th class="explain">what it is</th></tr>
@@ -184,3 +203,20 @@ var pageTmpl = template.Must(template.New("report").Parse(`<!doctype html>
 {{range .Charts}}{{.}}
 {{end}}{{end}}</body></html>
 `))
+
+// drawsNote says what the draws are and which draw the rest of the report
+// shows.
+func drawsNote(ds []Draws) string {
+	n := 0
+	for _, d := range ds {
+		n = max(n, len(d.Runs))
+	}
+	first := ds[0].Runs[0].Seed
+	return fmt.Sprintf("Each variant ran %d times, at the seeds %d to %d (sim.draws): which address each resolver's answers name, "+
+		"and the rounding offsets, are random draws, so an outcome that depends on them is a distribution. "+
+		"Median: the middle draw's figure (the lower of the two middle ones for an even count); worst: the highest failure figure "+
+		"and the longest settle over the draws; draws failing: those in which any connection attempt failed. "+
+		"The comparison table and the charts below show each variant's median draw (of its draws ordered by failed attempts "+
+		"over the run, the middle one), the typical outcome; the verdicts give the range over the failing draws and the seed of the worst.",
+		n, first, first+uint64(n)-1)
+}
