@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/internal/tlssession"
 )
 
 // Config says where and how a Client connects. Addrs and Token are
@@ -33,8 +34,10 @@ type Config struct {
 	// CA, InsecureSkipVerify for tests only. nil uses the system roots.
 	// ServerName defaults to the host of the address. Without a
 	// ClientSessionCache the Client keeps one of its own, so that its
-	// reconnects resume their TLS sessions (a ticket per server name)
-	// instead of repeating the full handshake.
+	// reconnects resume their TLS sessions instead of repeating the full
+	// handshake. Tickets are kept per address dialled (the cache's keys
+	// are the server name prefixed by the address), since the servers
+	// behind one name each issue tickets only they can open.
 	TLS *tls.Config
 	// Resolve returns the addresses of a host name. nil uses the system
 	// resolver (every A and AAAA record).
@@ -121,8 +124,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// sessionCacheSize is how many server names a Client keeps a TLS session
-// ticket for.
+// sessionCacheSize is how many servers (address and name) a Client keeps
+// a TLS session ticket for.
 const sessionCacheSize = 64
 
 // withSessionCache returns the TLS configuration of one Client: tc (nil:
@@ -135,7 +138,7 @@ func withSessionCache(tc *tls.Config) *tls.Config {
 	if tc != nil {
 		c = tc.Clone()
 	}
-	c.ClientSessionCache = tls.NewLRUClientSessionCache(sessionCacheSize)
+	c.ClientSessionCache = tlssession.NewCache(sessionCacheSize)
 	return c
 }
 

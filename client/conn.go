@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/corralhq/corral/internal/tlssession"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
 )
@@ -32,7 +33,8 @@ type conn interface {
 }
 
 // dial connects to ep: to its resolved address, with the name as given
-// for TLS (ServerName from tlsCfg or the host) and the WebSocket Host.
+// for TLS (ServerName from tlsCfg or the host) and the WebSocket Host, and
+// tlsCfg's session cache seen per resolved address.
 func dial(ctx context.Context, ep endpoint, tlsCfg *tls.Config, json bool) (conn, error) {
 	var tc *tls.Config
 	if ep.secure {
@@ -43,6 +45,9 @@ func dial(ctx context.Context, ep endpoint, tlsCfg *tls.Config, json bool) (conn
 		if tc.ServerName == "" {
 			tc.ServerName = ep.host
 		}
+		// Tickets per address dialled, not per server name: the servers
+		// behind one name each seal tickets with keys of their own.
+		tc.ClientSessionCache = tlssession.PerAddress(tc.ClientSessionCache, ep.dialAddr())
 	}
 	if ep.transport == "grpc" {
 		return dialGRPC(ctx, ep, tc)

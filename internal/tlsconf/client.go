@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/tlssession"
 )
 
 // ClientConfig is the TLS of a client of corral's servers: the edge's
@@ -116,7 +117,7 @@ func NewClient(cfg ClientConfig, opts Options) (*Client, error) {
 	}
 	cfg.ReloadInterval = cmp.Or(cfg.ReloadInterval, DefaultReloadInterval)
 	v, _ := minVersion(cfg.MinVersion)
-	c := &Client{cfg: cfg, version: v, log: opts.Logger, cache: tls.NewLRUClientSessionCache(256)}
+	c := &Client{cfg: cfg, version: v, log: opts.Logger, cache: tlssession.NewCache(256)}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -157,7 +158,7 @@ func (c *Client) Config(addr, name string) *tls.Config {
 	return &tls.Config{
 		MinVersion:         c.version,
 		ServerName:         name,
-		ClientSessionCache: addrCache{addr: addr, c: c.cache},
+		ClientSessionCache: tlssession.PerAddress(c.cache, addr),
 		// The chain is verified by verify against the CAs loaded now, so
 		// that a changed ca_file applies without a restart: crypto/tls's
 		// own check would keep the pool of this value (and of every copy
@@ -167,17 +168,6 @@ func (c *Client) Config(addr, name string) *tls.Config {
 		GetClientCertificate: c.clientCertificate,
 	}
 }
-
-// addrCache is the Client's session cache seen from connections to addr.
-type addrCache struct {
-	addr string
-	c    tls.ClientSessionCache
-}
-
-func (a addrCache) Get(key string) (*tls.ClientSessionState, bool) {
-	return a.c.Get(a.addr + " " + key)
-}
-func (a addrCache) Put(key string, cs *tls.ClientSessionState) { a.c.Put(a.addr+" "+key, cs) }
 
 // verify checks the server's chain against the current CAs and name.
 func (c *Client) verify(name string, cs tls.ConnectionState) error {

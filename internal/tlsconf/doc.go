@@ -29,5 +29,6 @@
 // cache entries are per address).
 //
 // The package imports nothing of corral but internal/config (for the key
-// paths of its errors).
+// paths of its errors) and internal/tlssession (the per-address session
+// cache).
 package tlsconf
