@@ -231,19 +231,20 @@ func printSim(w io.Writer, runs []*sim.Result, every time.Duration, wide bool) e
 	return nil
 }
 
-// progressBars draws one bar per run on w.
+// progressBars draws one bar per run on w (runs go on in parallel; sim
+// calls the progress function one call at a time).
 func progressBars(w io.Writer) (*mpb.Progress, sim.Progress) {
 	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(40))
-	var bar *mpb.Bar
-	current := -1
+	bars := map[int]*mpb.Bar{}
 	return p, func(run int, name string, done, total int) {
-		if run != current {
-			current = run
+		bar := bars[run]
+		if bar == nil {
 			if name == "" {
 				name = "run"
 			}
 			bar = p.AddBar(int64(total), mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR)),
 				mpb.AppendDecorators(decor.CountersNoUnit("%d/%d steps"), decor.Elapsed(decor.ET_STYLE_GO, decor.WCSyncSpace)))
+			bars[run] = bar
 		}
 		bar.SetCurrent(int64(done))
 	}
