@@ -23,6 +23,10 @@ import "fmt"
 //   - a slow start doubles the limit every uncongested window, so 20 to
 //     10,000 takes nine windows (4.5 s by default), and later growth doubles
 //     its step each consecutive uncongested window to find a raised knee;
+//   - windows at MinLimit measure the latency at a pinned low concurrency:
+//     three in a row without drops raise the ideal to at least their
+//     median, so a limit cut to its floor climbs back once its latency is
+//     stable, also on a server that has become slower for good;
 //   - the limit never leaves [MinLimit, MaxLimit].
 //
 // A Gradient is safe for concurrent use. The zero value is not usable; call

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -13,6 +14,7 @@ type psServer struct {
 	capacity int
 	service  time.Duration // mean service time at full speed
 	jitter   float64       // service time is uniform in mean x [1-jitter, 1+jitter]
+	sigma    float64       // log-normal noise of this width on each job's work, none at 0
 	rng      *rand.Rand
 	jobs     []simJob
 	done     int64 // completed jobs
@@ -31,6 +33,9 @@ func newPSServer(capacity int, service time.Duration, seed uint64) *psServer {
 
 func (s *psServer) admit(tok Token, now time.Time, p Priority) {
 	f := 1 + s.jitter*(2*s.rng.Float64()-1)
+	if s.sigma > 0 {
+		f *= math.Exp(s.sigma * s.rng.NormFloat64())
+	}
 	s.jobs = append(s.jobs, simJob{tok: tok, start: now, remaining: f * float64(s.service), prio: p})
 }
 

@@ -2,6 +2,7 @@ package limit
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,16 @@ func (b *baseline) push(d time.Duration) {
 	}
 }
 
+// raise lifts every stored latency below d to d: the ideal cannot be
+// below a latency measured where nothing queued (see core.learnFloor).
+func (b *baseline) raise(d time.Duration) {
+	for i := range b.ring {
+		if b.ring[i] > 0 && b.ring[i] < d {
+			b.ring[i] = d
+		}
+	}
+}
+
 // ideal returns the estimate, or 0 before the first window.
 func (b *baseline) ideal() time.Duration {
 	n := b.next
@@ -138,7 +149,17 @@ type core struct {
 	nextProbe  time.Time
 	rng        splitmix
 	probeArmed bool
+
+	// the windows closed at the floor in a row (see learnFloor)
+	floor     [floorWindows]time.Duration
+	floorN    int
+	floorNeed int  // floor windows in a row before the ideal is raised
+	raised    bool // the floor raised the ideal and the limit has not recovered since
 }
+
+// floorWindows is how many consecutive windows at MinLimit re-learn the
+// ideal.
+const floorWindows = 3
 
 func (k *core) init(c Common, b *baseline, p ProbeConfig, seed uint64) {
 	k.c = c
@@ -172,12 +193,14 @@ func (k *core) update(s Sample, step func(sum summary)) (int, error) {
 		k.lastRTT = sum.rtt
 	}
 	if k.base != nil {
+		atFloor := k.pub.Load() <= int64(k.c.MinLimit) && !k.probing
 		if k.afterProbe(sum) {
 			return k.publish(), nil
 		}
 		if sum.count > 0 {
 			k.base.push(sum.rtt)
 		}
+		k.learnFloor(sum, atFloor)
 		k.ideal = k.base.ideal()
 	}
 	used := k.saturated(sum)
@@ -190,6 +213,51 @@ func (k *core) update(s Sample, step func(sum summary)) (int, error) {
 		k.maybeProbe(sum.end)
 	}
 	return int(k.pub.Load()), nil
+}
+
+// learnFloor re-learns the ideal from windows closed at MinLimit. There
+// the limit cannot be lowered and admits nothing beyond the floor: such a
+// window measures the latency at a pinned low concurrency, which is what
+// the probes look for (Envoy's adaptive concurrency measures its minimum
+// latency the same way). After floorWindows of them in a row, without
+// drops, the ideal is at least their median p99: without it, an ideal
+// learned before (or the lowest of many noisy few-sample windows) stays
+// below every latency the floor can show, each window's gradient is at
+// MinGradient and the limit never leaves its floor, however long the
+// overload has been over (a machine whose latency is now slower and
+// noisier for good). A server still overloaded at the floor shows its
+// queue again as soon as the limit rises, and the gradient cuts it back.
+//
+// A limit that climbs from there and falls back to the floor found the
+// server overloaded at the floor (latency rose with the limit: the knee
+// is at the floor), so the next raise waits twice as many floor windows,
+// up to the baseline's own length (by then the floor windows have
+// replaced the old ones anyway). Reaching InitialLimit resets the wait.
+func (k *core) learnFloor(sum summary, atFloor bool) {
+	if k.floorNeed == 0 || k.est >= float64(k.c.InitialLimit) {
+		k.floorNeed, k.raised = floorWindows, false
+	}
+	if !atFloor {
+		k.floorN = 0
+		return
+	}
+	if k.floorN == 0 && k.raised {
+		k.floorNeed = min(2*k.floorNeed, max(floorWindows, len(k.base.ring)))
+		k.raised = false
+	}
+	if sum.drops > 0 || sum.count == 0 {
+		k.floorN = 0
+		return
+	}
+	k.floor[k.floorN%floorWindows] = sum.rtt
+	k.floorN++
+	if k.floorN < k.floorNeed {
+		return
+	}
+	f := k.floor
+	slices.Sort(f[:])
+	k.base.raise(f[floorWindows/2])
+	k.raised = true
 }
 
 // afterProbe handles the windows that ran at a probe limit. The first
@@ -234,6 +302,12 @@ func (k *core) maybeProbe(now time.Time) {
 		return
 	}
 	if now.Before(k.nextProbe) {
+		return
+	}
+	if int64(max(float64(k.c.MinLimit), k.est*k.ratio)) >= int64(k.est) {
+		// A probe would not lower the limit (it is at or near the floor,
+		// where every window is a probe's: learnFloor).
+		k.scheduleProbe(now)
 		return
 	}
 	k.probing = true
