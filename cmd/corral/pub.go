@@ -33,6 +33,7 @@ type pubFlags struct {
 	id       string
 	asJSON   bool
 	timeout  time.Duration
+	tls      tlsFlags
 }
 
 // newPubCmd builds `corral pub`: one publish through a hub's backend
@@ -48,9 +49,13 @@ API key of the hub's auth.api_keys (--api-key or $CORRAL_API_KEY).
 URL http://host:port or https://... uses the HTTP API (POST /v1/publish);
 grpc://host:port or grpcs://... the gRPC one (corral.v1.Corral/Publish).
 It prints where the message landed ("published CHANNEL offset N (epoch E)"),
-or JSON with --json. --id makes a retry a duplicate the hub recognises.`,
+or JSON with --json. --id makes a retry a duplicate the hub recognises.
+--ca-file trusts a private CA (a test certificate) for https:// and
+grpcs://, --server-name checks the certificate against another name than
+the URL's host.`,
 		Example: `  corral pub --tenant demo --api-key dev-api-key-change-me http://127.0.0.1:7400 news.eu hello
-  corral pub --tenant demo --priority p0 grpc://127.0.0.1:7401 news.eu 'breaking'`,
+  corral pub --tenant demo --priority p0 grpc://127.0.0.1:7401 news.eu 'breaking'
+  corral pub --tenant demo --ca-file ca.pem https://hub.corral.test:7400 news.eu hello`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPub(cmd.Context(), g, f, args[0], args[1], args[2])
@@ -63,6 +68,7 @@ or JSON with --json. --id makes a retry a duplicate the hub recognises.`,
 	fl.StringVar(&f.id, "id", "", "client message id: a publish repeated with the same id is a duplicate")
 	fl.BoolVar(&f.asJSON, "json", false, "print the hub's answer as JSON: {channel, epoch, offset, duplicate}")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "give up after this long")
+	f.tls.add(cmd)
 	return cmd
 }
 
@@ -86,20 +92,26 @@ func runPub(ctx context.Context, g *globals, f *pubFlags, url, channel, data str
 	if !ok {
 		return fmt.Errorf("pub: --priority %q: want p0, p1 or p2", f.priority)
 	}
+	tc, err := f.tls.config()
+	if err != nil {
+		return fmt.Errorf("pub: %w", err)
+	}
+	if tc == nil {
+		tc = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	var res pubResult
-	var err error
 	switch {
 	case strings.HasPrefix(url, "http://"), strings.HasPrefix(url, "https://"):
-		res, err = pubHTTP(ctx, strings.TrimSuffix(url, "/"), key, f, rank, channel, data)
+		res, err = pubHTTP(ctx, strings.TrimSuffix(url, "/"), key, f, rank, channel, data, tc)
 	case strings.HasPrefix(url, "grpc://"), strings.HasPrefix(url, "grpcs://"):
-		res, err = pubGRPC(ctx, url, key, f, rank, channel, data)
+		res, err = pubGRPC(ctx, url, key, f, rank, channel, data, tc)
 	default:
 		return fmt.Errorf("pub: URL %q: want http://, https://, grpc:// or grpcs://", url)
 	}
 	if err != nil {
-		return fmt.Errorf("pub: %w", err)
+		return fmt.Errorf("pub: %w", f.tls.explainTLS(err))
 	}
 	if f.asJSON {
 		return report.JSON(g.stdout, res)
@@ -112,7 +124,7 @@ func runPub(ctx context.Context, g *globals, f *pubFlags, url, channel, data str
 	return err
 }
 
-func pubHTTP(ctx context.Context, base, key string, f *pubFlags, rank int, channel, data string) (pubResult, error) {
+func pubHTTP(ctx context.Context, base, key string, f *pubFlags, rank int, channel, data string, tc *tls.Config) (pubResult, error) {
 	body, _ := json.Marshal(map[string]string{
 		"tenant": f.tenant, "channel": channel, "priority": fmt.Sprintf("p%d", rank), "data": data, "client_message_id": f.id,
 	})
@@ -122,7 +134,10 @@ func pubHTTP(ctx context.Context, base, key string, f *pubFlags, rank int, chann
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		return pubResult{}, err
 	}
@@ -148,11 +163,11 @@ func pubHTTP(ctx context.Context, base, key string, f *pubFlags, rank int, chann
 	return res, nil
 }
 
-func pubGRPC(ctx context.Context, url, key string, f *pubFlags, rank int, channel, data string) (pubResult, error) {
+func pubGRPC(ctx context.Context, url, key string, f *pubFlags, rank int, channel, data string, tc *tls.Config) (pubResult, error) {
 	creds := insecure.NewCredentials()
 	target, secure := strings.CutPrefix(url, "grpcs://")
 	if secure {
-		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+		creds = credentials.NewTLS(tc)
 	} else {
 		target = strings.TrimPrefix(url, "grpc://")
 	}

@@ -24,6 +24,7 @@ type subFlags struct {
 	priority string
 	asJSON   bool
 	count    int
+	tls      tlsFlags
 }
 
 // newSubCmd builds `corral sub`: a session that prints the messages of
@@ -41,7 +42,9 @@ object per line with --json ({"channel", "epoch", "offset", "priority",
 URL is ws://host:port[/v1/ws] or wss://... (WebSocket), grpc://host:port or
 grpcs://... (gRPC); several comma-separated URLs are tried in random order.
 The session token comes from --token or $CORRAL_TOKEN (corral token mints
-one). When the connection drops, sub reconnects with jittered backoff and
+one). --ca-file trusts a private CA (a test certificate) for wss:// and
+grpcs://, --server-name checks the certificate against another name than
+the URL's host. When the connection drops, sub reconnects with jittered backoff and
 resumes every channel from the last message it printed: it prints each
 message once, and says on stderr which offsets were lost when the hub no
 longer had them.
@@ -49,7 +52,8 @@ Connection changes go to stderr, messages to stdout. A terminal refusal
 (token rejected, channel not allowed) ends it with exit status 1.`,
 		Example: `  export CORRAL_TOKEN=$(corral token --secret-env CORRAL_DEV_SECRET --tenant demo --channels 'news.*')
   corral sub ws://127.0.0.1:7400/v1/ws news.eu news.us
-  corral sub --json --count 10 grpc://127.0.0.1:7401 news.eu`,
+  corral sub --json --count 10 grpc://127.0.0.1:7401 news.eu
+  corral sub --ca-file ca.pem --server-name hub.corral.test wss://127.0.0.1:7400 news.eu`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSub(cmd.Context(), g, f, args[0], args[1:])
@@ -60,6 +64,7 @@ Connection changes go to stderr, messages to stdout. A terminal refusal
 	fl.StringVar(&f.priority, "priority", "p2", "session priority: p0, p1 or p2 (at most the token's)")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per message")
 	fl.IntVar(&f.count, "count", 0, "exit after this many messages (0: run until interrupted)")
+	f.tls.add(cmd)
 	return cmd
 }
 
@@ -86,9 +91,13 @@ func runSub(ctx context.Context, g *globals, f *subFlags, url string, channels [
 	if f.count < 0 {
 		return fmt.Errorf("sub: --count %d: must not be negative", f.count)
 	}
-	c, err := client.Dial(ctx, client.Config{Addrs: strings.Split(url, ","), Token: token, Priority: priorityOfRank(rank), Name: "corral-sub"})
+	tc, err := f.tls.config()
 	if err != nil {
 		return fmt.Errorf("sub: %w", err)
+	}
+	c, err := client.Dial(ctx, client.Config{Addrs: strings.Split(url, ","), Token: token, Priority: priorityOfRank(rank), Name: "corral-sub", TLS: tc})
+	if err != nil {
+		return fmt.Errorf("sub: %w", f.tls.explainTLS(err))
 	}
 	defer c.Close()
 	for _, ch := range channels {
