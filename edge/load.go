@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/config"
@@ -32,7 +31,7 @@ func (c LoadConfig) validate() error {
 	if c.Interval < 0 {
 		return config.Errorf("load.interval", "edge: load interval %v is negative", c.Interval)
 	}
-	if strings.ContainsAny(c.Subject, " \t\r\n*>") {
+	if !loadreport.PlainSubject(c.Subject) {
 		return config.Errorf("load.subject", "edge: load subject %q is not a plain NATS subject", c.Subject)
 	}
 	return nil

@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/config"
@@ -29,7 +28,7 @@ func (c LoadConfig) validate() error {
 	if c.Interval < 0 {
 		return config.Errorf("load.interval", "hub: load interval %v is negative", c.Interval)
 	}
-	if strings.ContainsAny(c.Subject, " \t\r\n*>") {
+	if !loadreport.PlainSubject(c.Subject) {
 		return config.Errorf("load.subject", "hub: load subject %q is not a plain NATS subject", c.Subject)
 	}
 	return nil

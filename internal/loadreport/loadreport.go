@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,6 +14,10 @@ import (
 
 // DefaultSubject is the NATS subject of load reports.
 const DefaultSubject = "corral.load"
+
+// PlainSubject reports whether subject can carry reports: no blank and
+// no wildcard (a wildcard can be subscribed to, not published on).
+func PlainSubject(subject string) bool { return !strings.ContainsAny(subject, " \t\r\n*>") }
 
 // DefaultInterval is how often an origin publishes its load.
 const DefaultInterval = time.Second
