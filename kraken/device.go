@@ -401,6 +401,8 @@ func (d *device) ended(w *wsConn, reason string, cl wire.Close) {
 	storm := d.pending
 	if storm < 0 {
 		storm = d.r.latestStorm()
+	} else {
+		d.r.cutting.Add(-1)
 	}
 	d.pending = -1
 	if storm >= 0 && d.storm < 0 {
@@ -434,6 +436,9 @@ func (d *device) drop(s int16) bool {
 		d.mu.Unlock()
 		return false
 	}
+	if d.pending < 0 {
+		d.r.cutting.Add(1) // until ended sees the cut
+	}
 	d.pending = s
 	w := d.conn
 	d.mu.Unlock()
@@ -449,6 +454,10 @@ func (d *device) stop() {
 		d.leftOrigin()
 	}
 	d.state = stStopped
+	if d.pending >= 0 {
+		d.r.cutting.Add(-1)
+		d.pending = -1
+	}
 	if d.timer != nil {
 		d.timer.Stop()
 	}

@@ -71,6 +71,8 @@ type runner struct {
 	held, attempts, recovering, launched atomic.Int64
 	eventsDone                           atomic.Int64 // waves, storms and publish streams finished
 	lastLoss                             atomic.Int64 // UnixNano of the last held session lost
+	lastStorm                            atomic.Int64 // UnixNano at which the last storm finished firing
+	cutting                              atomic.Int64 // sessions a storm has cut whose end the device has not seen yet
 	latest                               atomic.Int32 // the latest storm fired, -1 before any
 	stopped                              atomic.Bool
 
@@ -310,6 +312,7 @@ func (r *runner) run(ctx context.Context) *Result {
 			defer r.eventsDone.Add(1)
 			if sleepUntil(ctx, t0.Add(s.at)) {
 				r.fireStorm(ctx, i, s)
+				r.lastStorm.Store(time.Now().UnixNano())
 			}
 		})
 	}
@@ -397,11 +400,16 @@ func (r *runner) run(ctx context.Context) *Result {
 
 // recovered reports whether the run has recovered at now: every event has
 // run to its end (a storm's drops are all made, so a storm that is firing
-// now cannot be missed), no held session was lost for a second (which
-// lets a server-side close that is still starting show), no device is
-// recovering, all are launched and held but the terminal ones.
+// now cannot be missed), every session a storm cut has been seen to end
+// by its device (a cut is a close of our own socket, which the device's
+// reader sees a moment later: until then it is still counted held), no
+// held session was lost and no storm fired for a second (which lets a
+// server-side close that is still starting, after a kill, show), no
+// device is recovering, all are launched and held but the terminal ones.
 func (r *runner) recovered(now time.Time) bool {
-	return r.eventsDone.Load() == r.events && now.Sub(time.Unix(0, r.lastLoss.Load())) >= time.Second &&
+	return r.eventsDone.Load() == r.events && r.cutting.Load() == 0 &&
+		now.Sub(time.Unix(0, r.lastLoss.Load())) >= time.Second &&
+		now.Sub(time.Unix(0, r.lastStorm.Load())) >= time.Second &&
 		r.recovering.Load() == 0 && r.launched.Load() == int64(len(r.devices)) &&
 		r.held.Load() >= int64(len(r.devices))-r.terminalCount()
 }
