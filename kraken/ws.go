@@ -20,6 +20,7 @@ import (
 
 	"github.com/lesismal/nbio"
 
+	"github.com/corralhq/corral/internal/nbclose"
 	"github.com/corralhq/corral/wire"
 )
 
@@ -234,11 +235,13 @@ func (w *wsConn) close(code wire.CloseCode) {
 	var p [2]byte
 	binary.BigEndian.PutUint16(p[:], uint16(code))
 	_ = w.write(0x8, p[:])
-	w.nc.Close()
+	_ = nbclose.Close(w.nc)
 }
 
-// cut closes the socket without a frame, as a network drop would.
-func (w *wsConn) cut() { w.nc.Close() }
+// cut closes the socket without a frame, as a network drop would. Both
+// close through the poller (nbclose: a close from here could let a stale
+// event cut the next device's fresh connection).
+func (w *wsConn) cut() { _ = nbclose.Close(w.nc) }
 
 // onData parses what the poller read.
 func (w *wsConn) onData(data []byte) {

@@ -11,10 +11,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/nbclose"
 	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/nbhttp"
 	nbws "github.com/lesismal/nbio/nbhttp/websocket"
 )
+
+// pollerClosed is an upgraded connection's socket whose Close leaves the
+// close to nbio's poller (nbclose.Close).
+type pollerClosed struct{ *nbio.Conn }
+
+func (c pollerClosed) Close() error { return nbclose.Close(c.Conn) }
 
 // closeProtocolError is RFC 6455's close code for a protocol violation.
 const closeProtocolError = 1002
@@ -112,6 +119,18 @@ func New(cfg Config, h Handler, other http.Handler) (*Server, error) {
 		ReleaseWebsocketPayload:      true,
 		MaxWebsocketFramePayloadSize: cfg.MaxFrameBytes,
 		ServerExecutor:               cfg.Workers.Go, // message handlers, in order per connection (nbio's job list)
+	})
+	// Every close of an upgraded connection, ours and nbio's own (after a
+	// close frame, on a worker), goes through its poller: a close from
+	// another goroutine while the poller handles a batch of events let a
+	// stale event of the closed socket cut the next connection given the
+	// same descriptor number (internal/nbclose). The socket is swapped in
+	// here, in nbio's open hook, which runs before the poller is told of
+	// the connection.
+	s.engine.Engine.OnOpen(func(c *nbio.Conn) {
+		if wsc, ok := c.Session().(*nbws.Conn); ok && wsc.Conn == net.Conn(c) {
+			wsc.Conn = pollerClosed{c}
+		}
 	})
 	// UTF-8 of text frames is checked by the caller's decoder, which
 	// closes with 1007 (nbio's own check would close with 1002).

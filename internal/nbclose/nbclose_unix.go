@@ -1,0 +1,39 @@
+//go:build linux || darwin || netbsd || freebsd || openbsd || dragonfly
+
+package nbclose
+
+import (
+	"syscall"
+
+	"github.com/lesismal/nbio"
+)
+
+// Close shuts c down for its poller to close (see the package comment).
+// It is a no-op on a connection already closed. Where shutdown fails (a
+// socket never connected, or already reset by the peer) it closes c at
+// once, as nbio's Close does.
+func Close(c *nbio.Conn) error {
+	if !c.IsTCP() && !c.IsUnix() {
+		return c.Close()
+	}
+	// nbio sets closed under the connection's lock before it frees the
+	// descriptor: while the lock is held and closed is false, the number
+	// is still this connection's, never a newer one's.
+	c.Lock()
+	closed, _ := c.IsClosed()
+	var err error
+	if !closed {
+		var raw syscall.RawConn
+		if raw, err = c.SyscallConn(); err == nil {
+			_ = raw.Control(func(fd uintptr) { err = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+		}
+	}
+	c.Unlock()
+	if closed {
+		return nil
+	}
+	if err != nil {
+		return c.Close()
+	}
+	return nil
+}
