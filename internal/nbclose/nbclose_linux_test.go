@@ -18,8 +18,20 @@ import (
 // number a freed if a's close freed it. When the poller then reaches a's
 // event, nbio's Close (the bug) has let it fall on c, which nbio closes
 // with EOF; Close must leave c alone. (Checked: with a.Close() in place of
-// Close(a), c is cut.)
+// Close(a), c is cut.) a's peer either closes (a FIN) or resets it (an
+// RST: then a cannot be shut down, and Close must not fall back to closing
+// it here, which cut c just the same).
 func TestStaleEventSparesTheNextConnection(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		name := "fin"
+		if reset {
+			name = "reset"
+		}
+		t.Run(name, func(t *testing.T) { staleEvent(t, reset) })
+	}
+}
+
+func staleEvent(t *testing.T, reset bool) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +109,10 @@ func TestStaleEventSparesTheNextConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	_ = aCl.Close() // a's FIN: EPOLLRDHUP, after b's data
+	if reset {
+		_ = aCl.(*net.TCPConn).SetLinger(0) // an RST: EPOLLHUP and EPOLLERR
+	}
+	_ = aCl.Close() // a's FIN (EPOLLRDHUP) or RST, after b's data
 	time.Sleep(50 * time.Millisecond)
 	// Fill the lower free numbers (a's client end, just closed, and
 	// the accepted ends nbio dup'ed and closed), so that the number a frees is the lowest free one.

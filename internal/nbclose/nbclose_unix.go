@@ -3,15 +3,17 @@
 package nbclose
 
 import (
+	"errors"
 	"syscall"
 
 	"github.com/lesismal/nbio"
 )
 
 // Close shuts c down for its poller to close (see the package comment).
-// It is a no-op on a connection already closed. Where shutdown fails (a
-// socket never connected, or already reset by the peer) it closes c at
-// once, as nbio's Close does.
+// It is a no-op on a connection already closed. A socket the peer has
+// reset cannot be shut down (ENOTCONN); it reports EPOLLHUP (EV_EOF) until
+// it is closed, so its poller closes it as well. Where shutdown fails
+// otherwise, Close closes c at once, as nbio's Close does.
 func Close(c *nbio.Conn) error {
 	if !c.IsTCP() && !c.IsUnix() {
 		return c.Close()
@@ -32,7 +34,7 @@ func Close(c *nbio.Conn) error {
 	if closed {
 		return nil
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, syscall.ENOTCONN) {
 		return c.Close()
 	}
 	return nil
