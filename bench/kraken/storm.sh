@@ -178,8 +178,12 @@ YAML
 		printf "  connect: %d sessions in %.1f s: %.0f per second (the admission rate)\n", n, w - s, rate
 		printf "  RSS per session: hubs %.2f KiB (%.0f MiB over %.0f before), kraken agents %.2f KiB (%.0f MiB in %d agents, less %.1f MiB each; coordinator %.0f MiB)\n",
 			(hn - hb) / n / 1024, hn / 1048576, hb / 1048576, (ks - na * k1) / n / 1024, ks / 1048576, na, k1 / 1048576, (na > 1 ? co / 1048576 : 0)
-		printf "  drop of %d: %d back; 99 %% back after %.1f s, 100 %% after %.1f s; ideal N / rate %.1f s (99 %%: %.2fx ideal)\n",
-			dropped, back, b99 / 1000, b100 / 1000, ideal, b99 / 1000 / ideal
+		# -1: that share never came back within the run.
+		t99 = b99 < 0 ? "never" : sprintf("%.1f s", b99 / 1000)
+		t100 = b100 < 0 ? "never" : sprintf("%.1f s", b100 / 1000)
+		x99 = b99 < 0 ? "-" : sprintf("%.2fx", b99 / 1000 / ideal)
+		printf "  drop of %d: %d back; 99 %% back after %s, 100 %% after %s; ideal N / rate %.1f s (99 %%: %s ideal)\n",
+			dropped, back, t99, t100, ideal, x99
 		printf "  peak %d attempts per second, %.2f attempts per device\n", peak, apd
 	}'
 	stop_hubs
