@@ -52,6 +52,9 @@ type Scenario struct {
 	src  string
 	data []byte
 	set  map[string]bool
+	// feedbackSwept marks a variant whose dns.feedback a sweep turned on
+	// or off: its bounds are the file's for both.
+	feedbackSwept bool
 }
 
 // Population says how many devices there are and how they divide.
@@ -129,6 +132,35 @@ type DNS struct {
 	// HealthCheck says how fast the DNS health view notices an origin that
 	// went down.
 	HealthCheck HealthCheck `yaml:"health_check"`
+	// Feedback is authdns's load feedback: the origins' load moves the
+	// effective weights of the weighted, weighted-subset and multivalue
+	// policies. Off unless Enabled (or a sweep turns it on).
+	Feedback Feedback `yaml:"feedback"`
+}
+
+// Feedback is load feedback as authdns runs it (its `feedback` config):
+// every Interval each origin's load (its handshakes in flight against its
+// adaptive limit and its shedding stage, as hubs and edges report them)
+// moves the factor of its DNS weight one step by authdns/answer's rule.
+// The bounds and their defaults are answer.FeedbackConfig's. The zero
+// value is off.
+type Feedback struct {
+	// Enabled turns feedback on.
+	Enabled bool `yaml:"enabled"`
+	// Interval is how often the weights move (default 1s, authdns's
+	// feedback.interval and the origins' load report interval).
+	Interval time.Duration `yaml:"interval"`
+	// Floor is the least factor of a configured weight (default 0.1),
+	// Ceiling the largest (default 2), MaxStep the most it moves per
+	// interval (default 0.25), Hysteresis the least move followed
+	// (default 0.05).
+	Floor      float64 `yaml:"floor"`
+	Ceiling    float64 `yaml:"ceiling"`
+	MaxStep    float64 `yaml:"max_step"`
+	Hysteresis float64 `yaml:"hysteresis"`
+	// Timeout: an origin silent this long (down: it reports nothing) gets
+	// its configured weight back (default 5s).
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // HealthCheck is the active health check behind the DNS health view.

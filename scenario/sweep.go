@@ -18,6 +18,9 @@ type Sweep struct {
 	// DNSPolicy lists DNS policies (DNS.Policy): the same fleet and event
 	// routed by each.
 	DNSPolicy []string `yaml:"dns_policy"`
+	// DNSFeedback lists load feedback off and on (DNS.Feedback.Enabled),
+	// with the bounds dns.feedback gives: the same run with and without.
+	DNSFeedback []bool `yaml:"dns_feedback"`
 	// OriginCount lists counts for the first origin group. Each origin
 	// keeps every figure the file gives it (max_connections, or the share
 	// of headroom it has at the file's count, max_new_per_second,
@@ -39,7 +42,7 @@ type Variant struct {
 
 // Variants expands s into one validated Scenario per combination of its
 // sweep, in the order the file lists the values (DNS policy outermost,
-// then backoff, overload, origin count).
+// then DNS feedback, backoff, overload, origin count).
 func (s *Scenario) Variants() ([]Variant, error) {
 	backoffs := orNil(s.Sweep.Backoff)
 	modes := orNil(s.Sweep.Overload)
@@ -51,17 +54,26 @@ func (s *Scenario) Variants() ([]Variant, error) {
 		counts = []*int{nil}
 	}
 	policies := orNil(s.Sweep.DNSPolicy)
+	var feedbacks []*bool
+	for i := range s.Sweep.DNSFeedback {
+		feedbacks = append(feedbacks, &s.Sweep.DNSFeedback[i])
+	}
+	if len(feedbacks) == 0 {
+		feedbacks = []*bool{nil}
+	}
 	var out []Variant
 	for _, pol := range policies {
-		for _, b := range backoffs {
-			for _, m := range modes {
-				for _, c := range counts {
-					v, name := s.variant(pol, b, m, c)
-					v.WithDefaults()
-					if err := v.Validate(); err != nil {
-						return nil, fmt.Errorf("scenario: variant %s: %w", name, err)
+		for _, fb := range feedbacks {
+			for _, b := range backoffs {
+				for _, m := range modes {
+					for _, c := range counts {
+						v, name := s.variant(axes{pol, fb, b, m, c})
+						v.WithDefaults()
+						if err := v.Validate(); err != nil {
+							return nil, fmt.Errorf("scenario: variant %s: %w", name, err)
+						}
+						out = append(out, Variant{Name: name, Scenario: v})
 					}
-					out = append(out, Variant{Name: name, Scenario: v})
 				}
 			}
 		}
@@ -69,15 +81,29 @@ func (s *Scenario) Variants() ([]Variant, error) {
 	return out, nil
 }
 
+// axes is one combination of a sweep's values; nil is the file's own.
+type axes struct {
+	policy   *string
+	feedback *bool
+	backoff  *string
+	overload *string
+	count    *int
+}
+
 // variant is s with one combination of its sweep applied (nil: the file's
 // own value) and its name.
-func (s *Scenario) variant(pol, b, m *string, c *int) (*Scenario, string) {
+func (s *Scenario) variant(a axes) (*Scenario, string) {
+	pol, b, m, c := a.policy, a.backoff, a.overload, a.count
 	v := s.clone()
 	v.Sweep = Sweep{}
 	var name []string
 	if pol != nil {
 		v.DNS.Policy = *pol
 		name = append(name, "dns="+*pol)
+	}
+	if a.feedback != nil {
+		v.DNS.Feedback.Enabled, v.feedbackSwept = *a.feedback, true
+		name = append(name, map[bool]string{false: "feedback=off", true: "feedback=on"}[*a.feedback])
 	}
 	if b != nil {
 		v.Client.Backoff = retune(v.Client.Backoff, *b)

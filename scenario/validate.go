@@ -69,6 +69,13 @@ func (s *Scenario) WithDefaults() {
 	orDefault(s, "dns.health_check.threshold", &d.HealthCheck.Threshold, 3)
 	orDefault(s, "dns.health_check.kind", &d.HealthCheck.Kind, "tcp")
 	orDefault(s, "dns.health_check.timeout", &d.HealthCheck.Timeout, 2*time.Second)
+	fb, fd := &d.Feedback, answer.DefaultFeedback
+	orDefault(s, "dns.feedback.interval", &fb.Interval, time.Second)
+	orDefault(s, "dns.feedback.floor", &fb.Floor, fd.Floor)
+	orDefault(s, "dns.feedback.ceiling", &fb.Ceiling, fd.Ceiling)
+	orDefault(s, "dns.feedback.max_step", &fb.MaxStep, fd.MaxStep)
+	orDefault(s, "dns.feedback.hysteresis", &fb.Hysteresis, fd.Hysteresis)
+	orDefault(s, "dns.feedback.timeout", &fb.Timeout, fd.Timeout)
 	orDefault(s, "edge.pick", &s.Edge.Pick, "first")
 	orDefault(s, "edge.streams_per_connection", &s.Edge.StreamsPerConnection, 1)
 	orDefault(s, "edge.attempts", &s.Edge.Attempts, 1)
@@ -162,6 +169,7 @@ func (s *Scenario) Validate() error {
 	c.Target.validate(bad)
 	c.Geography.validate(bad)
 	c.DNS.validate(bad, len(c.Origins))
+	c.validateFeedback(bad)
 	oneOf(&errs, "edge.pick", c.Edge.Pick, picks)
 	if c.Edge.StreamsPerConnection < 1 || c.Edge.StreamsPerConnection > 1_000_000 {
 		bad("edge.streams_per_connection", "must be in [1, 1000000], got %d", c.Edge.StreamsPerConnection)
@@ -398,6 +406,66 @@ func (d DNS) validate(bad func(string, string, ...any), groups int) {
 	}
 	if d.HealthCheck.Timeout <= 0 {
 		bad("dns.health_check.timeout", "must be positive, got %v", d.HealthCheck.Timeout)
+	}
+}
+
+// feedbackKeys are the keys of dns.feedback besides enabled.
+var feedbackKeys = []string{"interval", "floor", "ceiling", "max_step", "hysteresis", "timeout"}
+
+// validateFeedback checks dns.feedback (s has its defaults): the bounds
+// as authdns/answer checks them, an explicit 0 that authdns would read as
+// its default, and that feedback is on (or swept on) for a policy it
+// weights when the section sets anything.
+func (s *Scenario) validateFeedback(bad func(string, string, ...any)) {
+	f, d := s.DNS.Feedback, answer.DefaultFeedback
+	on := f.Enabled || slices.Contains(s.Sweep.DNSFeedback, true) || s.feedbackSwept
+	if (on || s.has("dns.feedback.interval")) && s.Step > 0 && (f.Interval < s.Step || f.Interval%s.Step != 0) {
+		bad("dns.feedback.interval", "must be a whole number of steps (step %v): the weights move at a step, got %v", s.Step, f.Interval)
+	}
+	zeros := false
+	for _, z := range []struct {
+		key  string
+		zero bool
+		def  any
+	}{
+		{"floor", f.Floor == 0, d.Floor}, {"ceiling", f.Ceiling == 0, d.Ceiling}, {"max_step", f.MaxStep == 0, d.MaxStep},
+		{"hysteresis", f.Hysteresis == 0, d.Hysteresis}, {"timeout", f.Timeout == 0, d.Timeout},
+	} {
+		if z.zero {
+			zeros = true
+			bad("dns.feedback."+z.key, "0 is not usable: authdns's feedback reads 0 as its default (%v); give a positive value or remove the key", z.def)
+		}
+	}
+	if !zeros {
+		cfg := answer.FeedbackConfig{Floor: f.Floor, Ceiling: f.Ceiling, MaxStep: f.MaxStep, Hysteresis: f.Hysteresis, Timeout: f.Timeout}
+		if err := cfg.Validate(); err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				bad("dns.feedback", "%s", strings.TrimPrefix(line, "answer: feedback "))
+			}
+		}
+	}
+	if !on {
+		var set []string
+		for _, k := range feedbackKeys {
+			if s.has("dns.feedback." + k) {
+				set = append(set, k)
+			}
+		}
+		if len(set) > 0 {
+			bad("dns.feedback.enabled", "is off while dns.feedback sets %s: turn it on (enabled: true, or sweep.dns_feedback) or remove them", strings.Join(set, ", "))
+		}
+		return
+	}
+	notFed := func(path, policy string) {
+		if p, err := answer.ParsePolicy(policy); err == nil && !p.Fed() {
+			bad(path, "the %s policy is not weighted by load feedback, which dns.feedback turns on (only weighted, weighted-subset and multivalue are)", policy)
+		}
+	}
+	if len(s.Sweep.DNSPolicy) == 0 {
+		notFed("dns.policy", s.DNS.Policy)
+	}
+	for i, p := range s.Sweep.DNSPolicy {
+		notFed(fmt.Sprintf("sweep.dns_policy[%d]", i), p)
 	}
 }
 

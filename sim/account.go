@@ -100,6 +100,7 @@ func (s *Sim) finishStep(t int, st *Step) {
 			Connected: o.conns, Utilisation: util, Queue: o.work, Up: o.up, Healthy: s.health.up[i],
 			Attempts: o.stepAttempts, Failures: o.stepFail,
 			Connections: int64(math.Ceil(o.pool)), NewConnections: int64(math.Round(o.newConns)),
+			WeightFactor: s.feedback.factor(i),
 		}
 		if o.adm != nil {
 			st.Origins[i].Limit = o.adm.limit()

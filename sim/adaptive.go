@@ -143,6 +143,8 @@ func (a *adaptive) observe(now time.Time, latency time.Duration, inflight float6
 
 func (a *adaptive) limit() int { return a.lim.Limit() }
 
+func (a *adaptive) stage() int { return int(a.shed.Stage()) }
+
 // adaptiveAdmit applies adaptive admission to the attempts arr that reached
 // origin i, and the shedder's quota of severed sessions. It returns the
 // admitted attempts and how many devices they hold.

@@ -41,9 +41,10 @@ type Sim struct {
 	pend     [][]pending
 	pendSize int
 
-	dns    *dnsModel
-	health *healthView
-	routes []route
+	dns      *dnsModel
+	health   *healthView
+	feedback *loadFeedback // nil: dns.feedback off
+	routes   []route
 	// popLoad is, by PoP then origin, the streams the PoP's edge hosts
 	// hold or are setting up at the origin: what their p2c compares (an
 	// edge host knows only its own sessions, edge.Origin.Load).
@@ -162,6 +163,7 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 		return nil, err
 	}
 	s.dns, s.health = dns, hv
+	s.feedback = newFeedback(sc, len(s.origins))
 	s.checkAt = max(1, stepsOf(sc.DNS.HealthCheck.Interval, s.dt))
 	s.popLoad = make([][]float64, s.nK)
 	for k := range s.popLoad {
@@ -188,6 +190,7 @@ func maxHint(base time.Duration) time.Duration { return 12 * base }
 
 func (s *Sim) buildOrigins() error {
 	sc := s.sc
+	s.spc = float64(sc.Edge.StreamsPerConnection)
 	for _, g := range sc.Origins {
 		maxConn := g.MaxConnections
 		if g.Headroom > 0 {
@@ -210,18 +213,21 @@ func (s *Sim) buildOrigins() error {
 				connPrio:  make([]int64, s.nP),
 				fresh:     make([]int64, s.nP),
 			}
-			o.setRate(1, s.dts)
 			if sc.Overload.Mode == "adaptive" {
+				// Admission is sized by the rate of the steady mix: over
+				// pooled connections a stream costs a set-up and a share
+				// 1/streams_per_connection of a handshake.
+				o.setRate(1/s.spc, s.dts)
 				adm, err := newAdaptive(sc, o, len(s.origins))
 				if err != nil {
 					return err
 				}
 				o.adm = adm
 			}
+			o.setRate(1, s.dts)
 			s.origins = append(s.origins, o)
 		}
 	}
-	s.spc = float64(sc.Edge.StreamsPerConnection)
 	s.conn = make([][]int64, len(s.origins))
 	for i := range s.conn {
 		s.conn[i] = make([]int64, s.nF)

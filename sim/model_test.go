@@ -58,6 +58,19 @@ func TestPoolingChargesHandshakesPerConnection(t *testing.T) {
 	}
 }
 
+// TestPooledAdmissionFollowsStreamRate: adaptive admission over pooled
+// connections is sized by the stream set-up rate of the pooled mix, not
+// by the handshake rate alone: the surge the origins set up without
+// admission control is not shed with it.
+func TestPooledAdmissionFollowsStreamRate(t *testing.T) {
+	sc := pooled(100)
+	sc.Overload.Mode = "adaptive"
+	r := mustNew(t, sc).Run(nil).Summary
+	if r.AttemptErrors != 0 || r.FinalConnected != 500_000 {
+		t.Errorf("adaptive over pooled connections: %d failed attempts (%v), %d connected; want none failed, all connected", r.AttemptErrors, r.Errors, r.FinalConnected)
+	}
+}
+
 // nextAddress is 400,000 devices arriving at once onto two origins under
 // multi-value DNS; the first origin can hold only 100,000.
 func nextAddress(attempts int) *scenario.Scenario {

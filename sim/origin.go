@@ -99,4 +99,6 @@ type admitter interface {
 	observe(now time.Time, latency time.Duration, inflight float64, served int64, dropped bool)
 	// limit returns the current limit on handshakes in flight.
 	limit() int
+	// stage returns the shedding stage, 0 (normal) to answer.MaxStage.
+	stage() int
 }

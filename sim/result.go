@@ -115,6 +115,11 @@ type OriginStep struct {
 	// the origin).
 	Connections    int64 `json:"connections"`
 	NewConnections int64 `json:"new_connections"`
+	// WeightFactor is the factor of its DNS weight load feedback gives it
+	// at the end of the step (its effective weight is its configured
+	// weight times this; 1 once its last report is older than the
+	// feedback timeout), 0 without feedback.
+	WeightFactor float64 `json:"weight_factor,omitempty"`
 }
 
 // Result is a whole run.

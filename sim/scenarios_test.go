@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/corralhq/corral/scenario"
@@ -87,5 +88,35 @@ func TestScaleKeepsShares(t *testing.T) {
 	if math.Abs(a.FiveXXAverage-b.FiveXXAverage) > 0.02 || math.Abs(a.PeakUtilisation-b.PeakUtilisation) > 0.02 || math.Abs(a.TimeToSettle-b.TimeToSettle) > 3 {
 		t.Errorf("full size: 5xx %.4f util %.3f settle %.0f; at 1%%: 5xx %.4f util %.3f settle %.0f",
 			a.FiveXXAverage, a.PeakUtilisation, a.TimeToSettle, b.FiveXXAverage, b.PeakUtilisation, b.TimeToSettle)
+	}
+}
+
+// TestFeedbackScenarioIsCDN: scenarios/cdn-feedback.yaml is the fleet and
+// event of scenarios/cdn.yaml, input for input; only its name, routing
+// policy (weighted, one of cdn.yaml's sweep), load feedback and sweep
+// differ.
+func TestFeedbackScenarioIsCDN(t *testing.T) {
+	cdn, err := scenario.Load("../scenarios/cdn.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := scenario.Load("../scenarios/cdn-feedback.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cdn.Sweep.DNSPolicy, fb.DNS.Policy) {
+		t.Errorf("cdn-feedback's policy %s is not one of cdn.yaml's %v", fb.DNS.Policy, cdn.Sweep.DNSPolicy)
+	}
+	fb.Name, fb.Description, fb.Sweep, fb.DNS.Policy, fb.DNS.Feedback = cdn.Name, cdn.Description, cdn.Sweep, cdn.DNS.Policy, cdn.DNS.Feedback
+	a, err := json.Marshal(cdn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(fb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Errorf("cdn-feedback.yaml's inputs differ from cdn.yaml's:\n%s\n%s", b, a)
 	}
 }

@@ -15,6 +15,7 @@ func (s *Sim) Step() {
 	st := s.newStep(t)
 	s.events(t, &st)
 	s.updateHealth(t)
+	s.feedbackTick(t)
 	s.dns.refresh(t)
 	for _, o := range s.origins {
 		o.setRate(0, s.dts)

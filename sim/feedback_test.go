@@ -1,0 +1,180 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/scenario"
+)
+
+// fbSurge is a small weighted surge for load feedback: 297,000 devices
+// arrive over 20 s at three origins behind one-address DNS answers
+// (32 resolvers, 10 s TTL); the third origin sets up a tenth of what each
+// of the others does, so its third of the answers overloads it.
+func fbSurge(policy, mode string) *scenario.Scenario {
+	sc := &scenario.Scenario{
+		Name:     "fbsurge",
+		Duration: 3 * time.Minute,
+		Population: scenario.Population{Devices: 300_000, Initial: 3_000,
+			Priorities: []scenario.Priority{{Name: "P0", Share: 0.1}, {Name: "P1", Share: 0.3}, {Name: "P2", Share: 0.6}}},
+		Geography: scenario.Geography{PoPs: 8, HostsPerPoP: 4, HostsPerResolver: 1},
+		DNS:       scenario.DNS{Policy: policy, TTL: 10 * time.Second},
+		Edge:      scenario.Edge{Pick: "random", Attempts: 2},
+		Origins: []scenario.Origin{
+			{Name: "big", Count: 2, MaxConnections: 300_000, MaxNewPerSecond: 20_000, Backlog: 40_000},
+			{Name: "small", Count: 1, MaxConnections: 300_000, MaxNewPerSecond: 2_000, Backlog: 4_000},
+		},
+		Overload: scenario.Overload{Mode: mode},
+		Client:   scenario.Client{Backoff: backoff.Config{Policy: "full"}},
+		Traffic:  scenario.Traffic{Arrivals: []scenario.Arrival{{At: 10 * time.Second, Over: 20 * time.Second, Devices: 297_000}}},
+	}
+	sc.WithDefaults()
+	return sc
+}
+
+// digest is the SHA-256 of a run's JSON, its wall time left out.
+func digest(t *testing.T, r *Result) string {
+	t.Helper()
+	r.Summary.Elapsed = 0
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b))
+}
+
+// TestFeedbackOffIsUnchanged: with dns.feedback off a run is the run of
+// the code before load feedback, byte for byte (the digests were taken
+// from that code, commit eac822b; the FMA fusion of other architectures
+// may move the last bits, so they are checked on amd64), and bounds
+// given to a feedback that is off change nothing.
+func TestFeedbackOffIsUnchanged(t *testing.T) {
+	for _, tc := range []struct {
+		policy, mode, digest string
+	}{
+		{"weighted", "adaptive", "48b4c6db96656c2239a2887a34e09388566c844e37ef4284a008b51b6383e015"},
+		{"weighted", "errors", "f991d1642ce3f82e6622b43334813a4f88bafdc5fa1903e29b36cb7d09987266"},
+		{"multivalue", "adaptive", "eabe69dc097190faddf36c0f9ecce30860960b79c856951a909412ac37283086"},
+	} {
+		t.Run(tc.policy+" "+tc.mode, func(t *testing.T) {
+			plain := digest(t, mustNew(t, fbSurge(tc.policy, tc.mode)).Run(nil))
+			sc := fbSurge(tc.policy, tc.mode)
+			sc.DNS.Feedback = scenario.Feedback{Enabled: false, Interval: 3 * time.Second, Floor: 0.3, Ceiling: 1.5, MaxStep: 0.5, Hysteresis: 0.01, Timeout: time.Second}
+			if off := digest(t, mustNew(t, sc).Run(nil)); off != plain {
+				t.Errorf("feedback off with bounds: digest %s, without: %s", off, plain)
+			}
+			if runtime.GOARCH == "amd64" && plain != tc.digest {
+				t.Errorf("feedback off: digest %s, the code before feedback gave %s", plain, tc.digest)
+			}
+		})
+	}
+}
+
+// factorAt returns the weight factor of origin o at the step starting at
+// second sec.
+func factorAt(r *Result, o int, sec float64) float64 {
+	return r.Steps[int(sec/r.Step)].Origins[o].WeightFactor
+}
+
+// TestFeedbackLowersAnOverloadedOrigin: with feedback on, the origin the
+// surge overloads (its handshakes in flight at its adaptive limit, its
+// shedder past normal) falls below half its configured weight within a
+// bounded number of intervals, the others keep theirs, it takes fewer of
+// the surge's set-ups than without feedback and fewer attempts fail; once
+// the surge is over its weight comes back.
+func TestFeedbackLowersAnOverloadedOrigin(t *testing.T) {
+	const small = 2 // origins: big-1, big-2, small-1
+	off := mustNew(t, fbSurge("weighted", "adaptive")).Run(nil)
+	sc := fbSurge("weighted", "adaptive")
+	sc.DNS.Feedback.Enabled = true
+	on := mustNew(t, sc).Run(nil)
+	// Idle before the surge at 10 s, every factor rises to the ceiling
+	// (2) in 4 intervals of 0.25; from there, half the configured weight
+	// is 6 intervals away at the fastest. 12 intervals bound it.
+	const start, bound = 10, 12
+	fell := -1.0
+	for sec := float64(start); sec <= start+bound; sec++ {
+		if factorAt(on, small, sec) <= 0.5 {
+			fell = sec
+			break
+		}
+	}
+	if fell < 0 {
+		for sec := float64(start); sec <= start+bound; sec++ {
+			st := on.Steps[int(sec)].Origins[small]
+			t.Logf("t=%.0f factor %.2f queue %.0f limit %d", sec, st.WeightFactor, st.Queue, st.Limit)
+		}
+		t.Fatalf("the overloaded origin's factor stayed above 0.5 for %d intervals of the surge", bound)
+	}
+	for o := range small {
+		if f := factorAt(on, o, fell); f < 1 {
+			t.Errorf("origin %s, not overloaded, has factor %.2f at %.0f s", on.Origins[o], f, fell)
+		}
+	}
+	if f := factorAt(on, small, 60); f < 1 {
+		t.Errorf("30 s after the surge the origin's factor is %.2f, want its weight back (at least 1)", f)
+	}
+	share := func(r *Result) float64 {
+		var mine, all int64
+		for _, st := range r.Steps[start : start+20] {
+			for o, os := range st.Origins {
+				all += os.Attempts
+				if o == small {
+					mine += os.Attempts
+				}
+			}
+		}
+		return float64(mine) / float64(all)
+	}
+	if a, b := share(on), share(off); !(a < b) {
+		t.Errorf("the overloaded origin's share of the surge's set-ups: %.3f with feedback, %.3f without", a, b)
+	}
+	if a, b := on.Summary.AttemptErrors, off.Summary.AttemptErrors; !(a < b) {
+		t.Errorf("failed attempts: %d with feedback, %d without", a, b)
+	}
+	t.Logf("factor at most 0.5 at %.0f s; failed attempts %d with feedback, %d without", fell, on.Summary.AttemptErrors, off.Summary.AttemptErrors)
+}
+
+// TestFeedbackSeesNoLimiterInErrorsMode: an origin without admission
+// control reports no limit and stage 0, as a hub or an edge without a
+// limiter does, so its pressure is 0 however full it is: every factor
+// rises to the ceiling and stays there.
+func TestFeedbackSeesNoLimiterInErrorsMode(t *testing.T) {
+	sc := fbSurge("weighted", "errors")
+	sc.DNS.Feedback.Enabled = true
+	r := mustNew(t, sc).Run(nil)
+	for i, st := range r.Steps[4:] {
+		for o, os := range st.Origins {
+			if os.WeightFactor != sc.DNS.Feedback.Ceiling {
+				t.Fatalf("step %d: origin %s has factor %v, want the ceiling %v", i+4, r.Origins[o], os.WeightFactor, sc.DNS.Feedback.Ceiling)
+			}
+		}
+	}
+}
+
+// TestFeedbackSilentOriginFallsBack: an origin that goes down reports
+// nothing; once its last report is older than the timeout its factor is
+// 1 (its configured weight), not the last one it had.
+func TestFeedbackSilentOriginFallsBack(t *testing.T) {
+	sc := fbSurge("weighted", "adaptive")
+	sc.Origins[1].Region = "r2"
+	sc.Traffic.RegionLoss = []scenario.RegionLoss{{At: 40 * time.Second, Region: "r2"}}
+	sc.DNS.Feedback.Enabled = true
+	r := mustNew(t, sc).Run(nil)
+	const small = 2
+	if f := factorAt(r, small, 39); f == 1 {
+		t.Fatalf("before the loss the origin's factor is already 1")
+	}
+	// Down at 40 s: the report of 39 s is older than 5 s from 45 s on
+	// (Next wants age > timeout), at the tick of 45 s.
+	for sec := 45.0; sec < 180; sec++ {
+		if f := factorAt(r, small, sec); f != 1 {
+			t.Fatalf("down since 40 s, the origin's factor at %.0f s is %v, want 1", sec, f)
+		}
+	}
+}
