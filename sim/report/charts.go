@@ -18,7 +18,8 @@ const maxOrigins = 12
 // attempts per second by cause, failed requests per second, the failed
 // shares of attempts and of requests, and per origin (up to 12): its share
 // of the new streams, its pooled upstream connections (when edge hosts
-// pool) and its utilisation. view is the time range shown first ([0, 0]:
+// pool), its utilisation and the factor of its DNS weight (with load
+// feedback). view is the time range shown first ([0, 0]:
 // all).
 func Charts(r *sim.Result, view [2]float64) []chart.Chart {
 	label := r.Variant
@@ -119,7 +120,34 @@ func Charts(r *sim.Result, view [2]float64) []chart.Chart {
 	if len(util.Series) > 0 {
 		out = append(out, util)
 	}
+	if fed(r) {
+		w := chart.Chart{Title: "DNS weight factor per origin (load feedback; 1 = the configured weight): " + label, YLabel: "factor", Times: ts, View: view}
+		for o, name := range r.Origins {
+			if o >= maxOrigins {
+				break
+			}
+			w.Series = append(w.Series, line(name, func(s sim.Step) float64 {
+				if o < len(s.Origins) {
+					return s.Origins[o].WeightFactor
+				}
+				return 0
+			}))
+		}
+		out = append(out, w)
+	}
 	return out
+}
+
+// fed reports whether the run had load feedback on the DNS weights.
+func fed(r *sim.Result) bool {
+	for _, s := range r.Steps {
+		for _, o := range s.Origins {
+			if o.WeightFactor > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Compare returns one chart per measure with a line per run, for sweeps

@@ -11,13 +11,16 @@ import (
 	"github.com/corralhq/corral/sim"
 )
 
-func run(t *testing.T) *sim.Result {
+func run(t *testing.T) *sim.Result { return runFed(t, false) }
+
+// runFed is run with load feedback on or off.
+func runFed(t *testing.T, feedback bool) *sim.Result {
 	t.Helper()
 	sc := &scenario.Scenario{
 		Name:       "r",
 		Duration:   time.Minute,
 		Population: scenario.Population{Devices: 10_000, Initial: 10_000, Priorities: []scenario.Priority{{Name: "P0", Share: 0.5}, {Name: "P1", Share: 0.5}}},
-		DNS:        scenario.DNS{Policy: "multivalue"},
+		DNS:        scenario.DNS{Policy: "multivalue", Feedback: scenario.Feedback{Enabled: feedback}},
 		Origins:    []scenario.Origin{{Name: "o", Count: 2, Headroom: 1.2, MaxNewPerSecond: 500, Backlog: 500}},
 		Client:     scenario.Client{Backoff: backoff.Config{Policy: "full"}},
 		Traffic:    scenario.Traffic{Disconnects: []scenario.Disconnect{{At: 5 * time.Second, Share: 1}}},
@@ -44,6 +47,24 @@ func TestChartsAreValid(t *testing.T) {
 	for _, want := range []string{"Devices connected: v", "Connection attempts: v", "Failed connection attempts by cause: v", "Share failed (attempts: steps with at least " + min + "): v", "Share of the new streams per origin (steps with at least " + min + " attempts): v", "Origin utilisation (connections / maximum): v"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no chart %q in\n%s", want, all)
+		}
+	}
+}
+
+// TestWeightChartWithFeedback: the chart of the DNS weight factors is
+// drawn for a run with load feedback, and only then.
+func TestWeightChartWithFeedback(t *testing.T) {
+	const title = "DNS weight factor per origin (load feedback; 1 = the configured weight): v"
+	for _, on := range []bool{false, true} {
+		found := false
+		for _, c := range Charts(runFed(t, on), [2]float64{}) {
+			if err := c.Validate(); err != nil {
+				t.Errorf("%s: %v", c.Title, err)
+			}
+			found = found || c.Title == title
+		}
+		if found != on {
+			t.Errorf("feedback %v: weight chart drawn %v", on, found)
 		}
 	}
 }
