@@ -24,6 +24,10 @@ type Query struct {
 	// Key is the tenant label of a shuffle-sharded name
 	// ("acme" in acme.tenants.example.com).
 	Key string
+	// Class is the class of the resolver the query comes from
+	// (resolver-aware answers); the zero value, ClassSmall, answers as
+	// the set is configured.
+	Class Class
 }
 
 // Result describes a selection beyond the records chosen.
@@ -48,6 +52,8 @@ type Set struct {
 	// it is nil otherwise.
 	flags []*atomic.Bool
 	sel   selector
+	// byClass is true when the answer depends on Query.Class.
+	byClass bool
 	// weights are the configured weights of the records; eff, when set,
 	// the effective weights that replace them (SetWeights).
 	weights []uint32
@@ -73,6 +79,9 @@ func NewSet(cfg Config) (*Set, error) {
 		s.weights[i] = r.Weight
 	}
 	s.sel = cfg.Policy.build(&cfg)
+	if c, ok := s.sel.(classReader); ok {
+		s.byClass = c.readsClass()
+	}
 	return s, nil
 }
 
@@ -131,6 +140,12 @@ func (s *Set) Policy() *Policy { return s.policy }
 
 // Len returns the number of records of the set.
 func (s *Set) Len() int { return len(s.recs) }
+
+// ByClass reports whether the set's answers depend on the class of the
+// resolver (Query.Class): multivalue and weighted-subset sets, and
+// weighted sets with BigSubset. A caller that keys the class by the
+// query's client subnet must then scope the answer to that subnet.
+func (s *Set) ByClass() bool { return s.byClass }
 
 // Records returns a copy of the records of the set.
 func (s *Set) Records() []Record { return append([]Record(nil), s.recs...) }

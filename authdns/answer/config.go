@@ -69,6 +69,16 @@ type Config struct {
 	// Dealer deals the hands of a shuffle set (its workers are the
 	// records, by index); required for Shuffle.
 	Dealer *shard.Dealer
+	// BigN is the most records of an answer to a big resolver
+	// (Query.Class ClassBig) of a multivalue or weighted-subset set, and
+	// of a weighted set with BigSubset: 0 means every healthy record; at
+	// least N otherwise. Small resolvers get N (one record for weighted).
+	BigN int
+	// BigSubset answers big resolvers of a weighted set with a weighted
+	// subset of BigN records (by weight without replacement, the healthy
+	// ones of non-zero weight, so a standby stays one) instead of one
+	// record. Only weighted reads it.
+	BigSubset bool
 }
 
 // Validate reports what is wrong with c as *FieldError values joined with
@@ -104,6 +114,15 @@ func (c Config) Validate() error {
 	}
 	if c.N != 0 && unused(FieldN) {
 		errs = append(errs, setErr(FieldN, "%s", applies(FieldN)))
+	}
+	if c.BigN < 0 {
+		errs = append(errs, setErr(FieldBigN, "big n must not be negative, got %d", c.BigN))
+	}
+	if c.BigN != 0 && unused(FieldBigN) {
+		errs = append(errs, setErr(FieldBigN, "%s", applies(FieldBigN)))
+	}
+	if c.BigSubset && unused(FieldBigSubset) {
+		errs = append(errs, setErr(FieldBigSubset, "%s", applies(FieldBigSubset)))
 	}
 	if c.Dealer != nil && unused(FieldDealer) {
 		errs = append(errs, setErr(FieldDealer, "%s", applies(FieldDealer)))

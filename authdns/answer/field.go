@@ -16,10 +16,12 @@ const (
 	FieldWeight                 // Record.Weight
 	FieldSecondary              // Record.Secondary
 	FieldLocation               // Record.Location
+	FieldBigN                   // Config.BigN
+	FieldBigSubset              // Config.BigSubset
 	numFields
 )
 
-var fieldNames = [numFields]string{"policy", "records", "n", "shuffle dealer", "locations", "weight", "secondary", "location"}
+var fieldNames = [numFields]string{"policy", "records", "n", "shuffle dealer", "locations", "weight", "secondary", "location", "big n", "big weighted subset"}
 
 // String returns the field's name in lower case ("weight").
 func (f Field) String() string {

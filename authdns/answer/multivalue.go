@@ -2,26 +2,49 @@ package answer
 
 // Multivalue answers up to N (default 8) healthy records, a random subset
 // in random order when more are healthy; when none is healthy, up to N of
-// all records (fail open). It reads N. With effective weights
-// (Set.SetWeights, from load feedback) the subset and its order are drawn
-// by weight without replacement, as weighted-subset draws.
+// all records (fail open). It reads N, and BigN for big resolvers
+// (Query.Class), who get up to BigN records (every healthy one when 0).
+// With effective weights (Set.SetWeights, from load feedback) the subset
+// and its order are drawn by weight without replacement, as
+// weighted-subset draws.
 var Multivalue = &Policy{
 	name:   "multivalue",
-	fields: fields(FieldN),
-	build: func(c *Config) selector {
-		n := c.N
-		if n == 0 {
-			n = DefaultMultivalue
+	fields: fields(FieldN, FieldBigN),
+	validate: func(c *Config) []error {
+		if n := nOr(c.N, DefaultMultivalue); c.BigN != 0 && c.BigN < n {
+			return []error{setErr(FieldBigN, "big n %d is below n %d: a big resolver gets at least as many records as a small one", c.BigN, n)}
 		}
-		return &multivalue{n: n}
+		return nil
+	},
+	build: func(c *Config) selector {
+		n := nOr(c.N, DefaultMultivalue)
+		return &multivalue{n: n, big: bigN(c.BigN)}
 	},
 }
 
-type multivalue struct{ n int }
+// nOr returns n, or def when n is 0.
+func nOr(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
+}
 
-func (m *multivalue) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
+// bigN returns the records of an answer to a big resolver: n, or every
+// record when n is 0.
+func bigN(n int) int { return nOr(n, MaxRecords) }
+
+type multivalue struct{ n, big int }
+
+func (*multivalue) readsClass() bool { return true }
+
+func (m *multivalue) pick(s *Set, dst []int, q Query, r Source) ([]int, Result) {
+	n := m.n
+	if q.Class == ClassBig {
+		n = m.big
+	}
 	if e := s.eff.Load(); e != nil { // load feedback: by weight
-		return s.weightedSample(dst, m.n, *e, r)
+		return s.weightedSample(dst, n, *e, r)
 	}
 	if flags := s.flags; flags != nil {
 		up := all(dst, len(flags))
@@ -44,5 +67,5 @@ func (m *multivalue) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) 
 	if open {
 		dst = all(dst, len(s.recs))
 	}
-	return sample(dst, m.n, r), Result{FailOpen: open}
+	return sample(dst, n, r), Result{FailOpen: open}
 }

@@ -42,6 +42,12 @@ type selector interface {
 	pick(s *Set, dst []int, q Query, r Source) ([]int, Result)
 }
 
+// classReader is a selector whose answers may depend on Query.Class; it
+// reports whether they do for its set.
+type classReader interface {
+	readsClass() bool
+}
+
 // String returns the policy's name as configuration files spell it.
 func (p *Policy) String() string {
 	if p == nil {

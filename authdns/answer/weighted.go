@@ -4,19 +4,45 @@ package answer
 // healthy records of non-zero weight, with Route 53's rules: zero-weight
 // records only when every non-zero one is unhealthy, all-zero weights mean
 // equal chances, and when none is healthy the choice is made as if all
-// were (fail open). It reads Record.Weight.
+// were (fail open). It reads Record.Weight. With BigSubset (and BigN) it
+// answers big resolvers (Query.Class) with a weighted subset instead: BigN
+// records (every one when 0) drawn by weight without replacement from the
+// same candidates, the non-zero weights only when there are some (a
+// standby stays one), so the first record is the one-record answer's
+// draw.
 var Weighted = &Policy{
 	name:   "weighted",
-	fields: fields(FieldWeight),
+	fields: fields(FieldWeight, FieldBigSubset, FieldBigN),
 	one:    true,
-	build:  func(*Config) selector { return weighted{} },
+	validate: func(c *Config) []error {
+		if c.BigN != 0 && !c.BigSubset {
+			return []error{setErr(FieldBigN, "big n applies to a weighted set only with big weighted subset")}
+		}
+		return nil
+	},
+	build: func(c *Config) selector {
+		if !c.BigSubset {
+			return weighted{}
+		}
+		return weighted{big: bigN(c.BigN)}
+	},
 }
 
-type weighted struct{}
+// weighted answers one record, or big records to a big resolver when big
+// is above 0 (BigSubset).
+type weighted struct{ big int }
 
-func (weighted) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
+func (w weighted) readsClass() bool { return w.big > 0 }
+
+func (wp weighted) pick(s *Set, dst []int, q Query, r Source) ([]int, Result) {
 	w := s.weightsNow()
 	dst, nz, total, open := s.weightedCandidates(dst, w)
+	if wp.big > 0 && q.Class == ClassBig {
+		if nz == 0 { // only zero weights: equal chances
+			return sample(dst, wp.big, r), Result{FailOpen: open}
+		}
+		return dst[:drawByWeight(dst, min(wp.big, nz), nz, total, w, r)], Result{FailOpen: open}
+	}
 	if nz == 0 { // only zero weights: equal chances
 		return append(dst[:0], dst[uintn(r, uint64(len(dst)))]), Result{FailOpen: open}
 	}

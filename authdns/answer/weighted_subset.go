@@ -4,23 +4,34 @@ package answer
 // from the healthy ones (successive weighted draws). Healthy zero-weight
 // records fill up, in random order, when fewer than N non-zero ones are
 // healthy; when none is healthy the draw is made over every record (fail
-// open). It reads N (required) and Record.Weight.
+// open). It reads N (required) and Record.Weight, and BigN for big
+// resolvers (Query.Class), who get BigN records (every healthy one when
+// 0).
 var WeightedSubset = &Policy{
 	name:   "weighted-subset",
-	fields: fields(FieldN, FieldWeight),
+	fields: fields(FieldN, FieldWeight, FieldBigN),
 	validate: func(c *Config) []error {
-		if c.N == 0 {
+		switch {
+		case c.N == 0:
 			return []error{setErr(FieldN, "weighted-subset needs n, the number of records per answer")}
+		case c.BigN != 0 && c.BigN < c.N:
+			return []error{setErr(FieldBigN, "big n %d is below n %d: a big resolver gets at least as many records as a small one", c.BigN, c.N)}
 		}
 		return nil
 	},
-	build: func(c *Config) selector { return subset{n: c.N} },
+	build: func(c *Config) selector { return subset{n: c.N, big: bigN(c.BigN)} },
 }
 
-type subset struct{ n int }
+type subset struct{ n, big int }
 
-func (w subset) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
-	return s.weightedSample(dst, w.n, s.weightsNow(), r)
+func (subset) readsClass() bool { return true }
+
+func (w subset) pick(s *Set, dst []int, q Query, r Source) ([]int, Result) {
+	n := w.n
+	if q.Class == ClassBig {
+		n = w.big
+	}
+	return s.weightedSample(dst, n, s.weightsNow(), r)
 }
 
 // weightedSample answers n records by weight w without replacement from
@@ -29,14 +40,21 @@ func (w subset) pick(s *Set, dst []int, _ Query, r Source) ([]int, Result) {
 func (s *Set) weightedSample(dst []int, n int, w []uint32, r Source) ([]int, Result) {
 	dst, nz, total, open := s.weightedCandidates(dst, w)
 	n = min(n, len(dst))
-	k := 0
-	for ; k < n && k < nz; k++ {
-		j := k + draw(w, dst[k:nz], uintn(r, total))
-		total -= uint64(w[dst[j]])
-		dst[k], dst[j] = dst[j], dst[k]
-	}
+	k := drawByWeight(dst, min(n, nz), nz, total, w, r)
 	if k < n { // fill up with zero-weight records, in random order
 		sample(dst[k:], n-k, r)
 	}
 	return dst[:n], Result{FailOpen: open}
+}
+
+// drawByWeight moves k records drawn by weight w without replacement from
+// dst[:nz] (records of non-zero weight, total their sum) to the front of
+// dst, in the order drawn, and returns k; k <= nz.
+func drawByWeight(dst []int, k, nz int, total uint64, w []uint32, r Source) int {
+	for i := range k {
+		j := i + draw(w, dst[i:nz], uintn(r, total))
+		total -= uint64(w[dst[j]])
+		dst[i], dst[j] = dst[j], dst[i]
+	}
+	return k
 }
