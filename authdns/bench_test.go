@@ -3,6 +3,7 @@ package authdns
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -51,6 +52,54 @@ func BenchmarkHandle(b *testing.B) {
 				reqs[i], clients[i] = req, loopback
 			}
 			out := make([]byte, batch*slot)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				n := min(batch, b.N-i)
+				w.answerBatch(reqs[:n], clients[:n], out, slot, resps[:n])
+				if resps[n-1] == nil {
+					b.Fatal("no answer")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkResolverAware is BenchmarkHandle with resolver-aware answers
+// on: each query is counted in the socket's resolver table and classed;
+// "big" queries come from the one resolver of the table, which the step
+// classes big (a multivalue answer of all 8, as the default n of 8
+// gives), "small" ones from 32 resolvers of 1/32 each (below the 0.2 of
+// big_share). (Named apart from BenchmarkHandle so that
+// bench/dns/icount.sh's 'BenchmarkHandle/static' selects one benchmark.)
+func BenchmarkResolverAware(b *testing.B) {
+	cfg := decodeConfig(b, benchZone()+"resolvers: {enabled: true, big_share: 0.2}\n")
+	s, err := New(cfg, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct{ name, qname, class string }{
+		{"static-2-small", "static.corral.test", "small"},
+		{"static-2-big", "static.corral.test", "big"},
+		{"multivalue-8-checked-small", "multi.corral.test", "small"},
+		{"multivalue-8-checked-big", "multi.corral.test", "big"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			w := newWorker(s, &stats{}, 1)
+			w.tab = s.res.newTable(nil)
+			req := mkQuery(tc.qname, dns.TypeA, func(m *dns.Msg) { m.SetEdns0(1232, false) })
+			const slot = 4096 + 512
+			var reqs, resps [batch][]byte
+			var clients [batch]netip.Addr
+			for i := range batch {
+				reqs[i], clients[i] = req, loopback
+				if tc.class == "small" {
+					clients[i] = netip.AddrFrom4([4]byte{10, byte(i), byte(i * 7), 1})
+				}
+			}
+			out := make([]byte, batch*slot)
+			w.answerBatch(reqs[:], clients[:], out, slot, resps[:])
+			s.res.tick(time.Now())
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i += batch {

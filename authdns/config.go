@@ -84,6 +84,10 @@ type Config struct {
 	// multivalue sets by the load their origins report over NATS
 	// (feedback.go); off without feedback.nats.
 	Feedback FeedbackConfig `yaml:"feedback"`
+	// Resolvers is resolver-aware answers (resolvers.go): resolvers that
+	// send a large share of the queries get more records per answer
+	// (big_n of a set); off by default.
+	Resolvers ResolversConfig `yaml:"resolvers"`
 
 	// sum is the SHA-256 of the file LoadConfig read, so that Watch
 	// compares the file with what is served, not with what it first
@@ -161,6 +165,14 @@ type RecordConfig struct {
 	// N is the most records of a multivalue answer (default 8) and the
 	// records of a weighted-subset answer (required there).
 	N int `yaml:"n"`
+	// BigN is the most records of an answer to a big resolver
+	// (resolvers block) of a multivalue or weighted-subset set, or of a
+	// weighted set with BigWeightedSubset: at least n; 0 (default) means
+	// every healthy record.
+	BigN int `yaml:"big_n"`
+	// BigWeightedSubset answers big resolvers of a weighted set with a
+	// weighted subset of big_n records instead of one (weighted only).
+	BigWeightedSubset bool `yaml:"big_weighted_subset"`
 	// Shuffle deals each tenant its hand of the values (shuffle policy).
 	Shuffle *ShuffleConfig `yaml:"shuffle"`
 	// Locations maps cidr location names to client prefixes (cidr policy).
@@ -296,6 +308,7 @@ func (c *Config) validateSettings() error {
 		bad("admin.addr", "%v", err)
 	}
 	c.Feedback.validate(bad)
+	c.Resolvers.validate(bad)
 	if c.Sockets < 0 || c.Sockets > 256 {
 		bad("sockets", "must be 0 (one per core) to 256, got %d", c.Sockets)
 	}

@@ -95,7 +95,13 @@ func (w *worker) fast(st *state, req []byte, client netip.Addr, tcp bool, out []
 	if h := w.srv.queryHook; h != nil {
 		h(name)
 	}
-	idx, res := set.sel.Select(w.dst, answer.Query{Client: client}, w.rng)
+	var idx []int
+	var res answer.Result
+	if w.tab == nil {
+		idx, res = set.sel.Select(w.dst, answer.Query{Client: client}, w.rng)
+	} else {
+		idx, res = w.fastSelect(set, client)
+	}
 	policy := set.policy + 1
 	need := len(idx) * set.fixed
 	if set.fixed == 0 {

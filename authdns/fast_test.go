@@ -72,6 +72,7 @@ func (p *fastPair) force(t testing.TB, name string, healthy bool) {
 func (p *fastPair) sameStats(t testing.TB) {
 	t.Helper()
 	p.f.flush()
+	p.g.flush() // the general path's class counts
 	if got, want := statsOf(p.f.st), statsOf(p.g.st); got != want {
 		t.Errorf("metrics of the fast path:\n%s\nof the general path:\n%s", got, want)
 	}
@@ -91,6 +92,10 @@ func statsOf(st *stats) string {
 	}
 	for i := range st.size {
 		fmt.Fprintf(&b, "size[%d]=%d ", i, st.size[i].Load())
+	}
+	for i := range st.byClass {
+		c := &st.byClass[i]
+		fmt.Fprintf(&b, "class[%d]=%d/%d/%d ", i, c.queries.Load(), c.answers.Load(), c.records.Load())
 	}
 	fmt.Fprintf(&b, "sizeSum=%d truncated=%d dropped=%d rrlDropped=%d rrlSlipped=%d failOpen=%d panics=%d",
 		st.sizeSum.Load(), st.truncated.Load(), st.dropped.Load(), st.rrlDropped.Load(), st.rrlSlipped.Load(), st.failOpen.Load(), st.panics.Load())
@@ -199,6 +204,39 @@ func TestFastMatchesGeneral(t *testing.T) {
 		})
 	}
 	p.sameStats(t)
+}
+
+// TestFastMatchesGeneralWithResolvers: with resolver-aware answers the
+// fast path classes and counts the resolver as the general path does, and
+// answers the same, before the step (small) and after it (big: the only
+// resolver).
+func TestFastMatchesGeneralWithResolvers(t *testing.T) {
+	p := newFastPair(t, allocsZone()+"resolvers: {enabled: true, big_share: 0.2}\n")
+	opt := optRR([]byte{0}, 1232, 0)
+	reqs := map[string][]byte{
+		"multivalue of 10": rawQuery(0, wireOf("multi.corral.test"), dns.TypeA, opt),
+		"weighted":         rawQuery(0, wireOf("weighted.corral.test"), dns.TypeA),
+		"weighted-subset":  rawQuery(0, wireOf("subset.corral.test"), dns.TypeA, opt),
+		"static":           rawQuery(0, wireOf("static.corral.test"), dns.TypeA),
+	}
+	for _, step := range []string{"small", "big"} {
+		for name, req := range reqs {
+			t.Run(step+" "+name, func(t *testing.T) {
+				for range 20 {
+					if !p.answer(t, req, false) {
+						t.Fatal("the fast path did not take it")
+					}
+				}
+			})
+		}
+		now := p.fs.opts.Now()
+		p.fs.res.tick(now)
+		p.gs.res.tick(now)
+	}
+	p.sameStats(t)
+	if c := p.f.st.byClass[answer.ClassBig].queries.Load(); c != 80 {
+		t.Errorf("%d queries of a big resolver, want 80", c)
+	}
 }
 
 // TestFastRateLimits checks that the fast path limits its answers as the

@@ -93,9 +93,10 @@ func (s *Server) HealthHandler() http.Handler {
 		JSON: func() any {
 			list := s.checker.Status()
 			out := struct {
-				Checks   []health.StatusJSON `json:"checks"`
-				Feedback []FeedbackWeight    `json:"feedback,omitempty"`
-			}{Checks: make([]health.StatusJSON, 0, len(list)), Feedback: s.FeedbackWeights()}
+				Checks       []health.StatusJSON `json:"checks"`
+				Feedback     []FeedbackWeight    `json:"feedback,omitempty"`
+				BigResolvers []BigResolver       `json:"big_resolvers,omitempty"`
+			}{Checks: make([]health.StatusJSON, 0, len(list)), Feedback: s.FeedbackWeights(), BigResolvers: s.BigResolvers()}
 			for _, c := range list {
 				out.Checks = append(out.Checks, c.JSON())
 			}
@@ -121,6 +122,16 @@ func (s *Server) healthStatus() admin.Status {
 		t.Rows = append(t.Rows, admin.Row{Bad: !c.Healthy, Cells: []string{c.Name, c.Kind, c.Target, state, stamp(c.Since), stamp(c.LastProbe), c.LastError, latency(c.LastLatency), strconv.FormatUint(c.Probes, 10)}})
 	}
 	st := admin.Status{Title: "health checks", Summary: fmt.Sprintf("%d of %d healthy at %s", healthy, len(list), stamp(s.now())), Bad: healthy < len(list), Tables: []admin.Table{t}}
+	if s.res != nil {
+		v := s.res.view.Load()
+		rt := admin.Table{Title: "resolvers: big", Columns: []string{"resolver", "share of the queries"}}
+		for _, b := range v.big {
+			rt.Rows = append(rt.Rows, admin.Row{Cells: []string{b.prefix.String(), strconv.FormatFloat(100*b.share, 'f', 1, 64) + " %"}})
+		}
+		st.Tables = append(st.Tables, rt)
+		st.Facts = append(st.Facts, admin.Fact{Name: "resolvers", Value: fmt.Sprintf("%d big, %d tracked, big above %g of %d queries in the window, at %s",
+			len(v.big), v.tracked, v.bigShare, v.total, stamp(v.at))})
+	}
 	if s.fb == nil {
 		return st
 	}

@@ -47,6 +47,16 @@ type worker struct {
 	extra []extraRef
 	// run is the fast path's answers not yet counted in st (flush).
 	run run
+	// tab is the table that counts the queries of resolvers (nil without
+	// resolver-aware answers); class is the class of the query's
+	// resolver, once classed (per query, general path), and ecsBits the
+	// length of the client subnet it was keyed by (0: the source).
+	tab     *resolverTable
+	class   answer.Class
+	classed bool
+	ecsBits int
+	// byClass is the class counts not yet added to st (flush).
+	byClass [answer.NumClasses]classCounts
 }
 
 // extraRef is an answered record that points to a name: its index in its
@@ -56,8 +66,15 @@ type extraRef struct{ i, rd int }
 // maxExtraNames bounds the names whose addresses one answer adds.
 const maxExtraNames = 32
 
+// newWorker returns a worker that counts in st. With resolver-aware
+// answers it counts resolvers in the shared TCP table; a UDP socket's
+// worker gets a table of its own.
 func newWorker(s *Server, st *stats, seed uint64) *worker {
-	return &worker{srv: s, st: st, rng: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15), dst: make([]int, 0, answer.MaxRecords), extra: make([]extraRef, 0, maxExtraNames)}
+	w := &worker{srv: s, st: st, rng: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15), dst: make([]int, 0, answer.MaxRecords), extra: make([]extraRef, 0, maxExtraNames)}
+	if s.res != nil {
+		w.tab = s.res.tcp
+	}
+	return w
 }
 
 // handle answers the packet req from client into out and returns the
@@ -146,6 +163,7 @@ func (w *worker) general(st *state, req []byte, client netip.Addr, tcp bool, out
 	w.scope, w.policy, w.failOpen = 0, 0, false
 	w.rrlClass, w.rrlName = rrlError, nil
 	w.extra = w.extra[:0]
+	w.classed = false
 	rcode := rcodeNoError
 	switch pr {
 	case parseFormErr:
@@ -335,6 +353,9 @@ func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.
 	if len(key) > 0 {
 		aq.Key = unsafe.String(&key[0], len(key))
 	}
+	if w.tab != nil {
+		aq.Class = w.classOf(set, aq)
+	}
 	idx, res := set.sel.Select(w.dst, aq, w.rng)
 	w.policy = int(set.policy) + 1
 	w.failOpen = w.failOpen || res.FailOpen
@@ -343,6 +364,9 @@ func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.
 	}
 	if set.rtype == typeCNAME && len(idx) > 1 {
 		idx = idx[:1] // a name has one canonical name
+	}
+	if w.tab != nil && set.sel.ByClass() {
+		w.countAnswer(aq.Class, len(idx))
 	}
 	start, ok := w.m.addRecords(set, idx, ptr)
 	if !ok || len(idx) == 0 {
@@ -406,6 +430,9 @@ func (w *worker) addExtraSet(set *rrset, ptr int, key []byte, q *query, client n
 	}
 	if len(key) > 0 {
 		aq.Key = unsafe.String(&key[0], len(key))
+	}
+	if w.tab != nil {
+		aq.Class = w.classOf(set, aq)
 	}
 	idx, res := set.sel.Select(w.dst, aq, w.rng)
 	w.failOpen = w.failOpen || res.FailOpen

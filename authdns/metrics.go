@@ -83,6 +83,8 @@ type stats struct {
 	failOpen   atomic.Uint64
 	batches    atomic.Uint64 // UDP reads that returned datagrams
 	panics     atomic.Uint64 // panics recovered on the query path
+	// byClass counts resolver-aware answers by the resolver's class.
+	byClass [answer.NumClasses]struct{ queries, answers, records atomic.Uint64 }
 }
 
 // nQtypes is the number of query types counted by name; nPolicies the
@@ -143,6 +145,9 @@ func (w *worker) tally(qtype uint16, policy, size int) {
 // call it after each batch (UDP) and each query (handle), so a scrape
 // never misses an answer sent.
 func (w *worker) flush() {
+	if w.tab != nil {
+		w.flushClasses()
+	}
 	r := &w.run
 	if r.n == 0 {
 		return

@@ -65,7 +65,8 @@ type Server struct {
 	checker *health.Checker
 	coll    *collector
 	tcpSt   *stats
-	fb      *feedback // nil without load feedback
+	fb      *feedback  // nil without load feedback
+	res     *resolvers // nil without resolver-aware answers
 
 	state atomic.Pointer[state]
 	// queryHook, when set before Run, is called with each parsed query
@@ -132,12 +133,20 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if cfg.Feedback.enabled() {
 		s.fb = newFeedback(s)
 	}
+	if cfg.Resolvers.Enabled {
+		s.res = newResolvers(cfg.Resolvers, opts.Now())
+	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.coll); err != nil {
 			return nil, fmt.Errorf("authdns: registering metrics: %w", err)
 		}
 		if s.fb != nil {
 			if err := opts.Registerer.Register(newFeedbackCollector(s.fb)); err != nil {
+				return nil, fmt.Errorf("authdns: registering metrics: %w", err)
+			}
+		}
+		if s.res != nil {
+			if err := opts.Registerer.Register(newResolverCollector(s.res, s.coll)); err != nil {
 				return nil, fmt.Errorf("authdns: registering metrics: %w", err)
 			}
 		}
@@ -183,8 +192,9 @@ func (s *Server) Checker() *health.Checker { return s.checker }
 
 // Reload validates cfg and, when it is valid, replaces the zones, health
 // checks, rate limiting and transfer rules; an invalid cfg changes nothing
-// and its error is returned. Listen address, sockets, EDNS buffer, TCP
-// and feedback settings keep their values from New (a change is logged).
+// and its error is returned. Listen address, sockets, EDNS buffer, TCP,
+// feedback and resolvers settings keep their values from New (a change is
+// logged).
 func (s *Server) Reload(cfg *Config) error {
 	st, err := s.prepare(cfg)
 	if err != nil {
@@ -198,6 +208,9 @@ func (s *Server) Reload(cfg *Config) error {
 	}
 	if cfg.Feedback != s.cfg.Feedback {
 		s.log.Warn("reload: feedback changes need a restart; keeping the old feedback settings")
+	}
+	if cfg.Resolvers != s.cfg.Resolvers {
+		s.log.Warn("reload: resolvers changes need a restart; keeping the old resolvers settings")
 	}
 	s.log.Info("reloaded", "zones", len(st.zones.zones), "record_sets", st.zones.sets)
 	return nil
@@ -267,10 +280,22 @@ func (s *Server) Run(ctx context.Context) error {
 	} else {
 		close(fdone)
 	}
+	rdone := make(chan struct{})
+	if s.res != nil {
+		go func() {
+			defer close(rdone)
+			s.res.run(hctx, s.now)
+		}()
+	} else {
+		close(rdone)
+	}
 	for _, c := range udp {
 		st := &stats{}
 		s.coll.add(st)
 		w := newWorker(s, st, rand.Uint64())
+		if s.res != nil {
+			w.tab = s.res.newTable(nil) // the socket's own: one writer
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -293,6 +318,7 @@ func (s *Server) Run(ctx context.Context) error {
 	hcancel()
 	<-hdone
 	<-fdone
+	<-rdone
 	return nil
 }
 

@@ -446,7 +446,7 @@ func compileSet(checks checks, rc RecordConfig, origin string, zoneTTL uint32) (
 		}
 	}
 	set := &rrset{rtype: rtype, policy: pol.Index(), owner: strings.ToLower(ownerName)}
-	acfg := answer.Config{Policy: pol, N: rc.N}
+	acfg := answer.Config{Policy: pol, N: rc.N, BigN: rc.BigN, BigSubset: rc.BigWeightedSubset}
 	for vi, v := range rc.Values {
 		p := fmt.Sprintf("values[%d]", vi)
 		rec, err := parseValue(rtype, v.Value, origin)
@@ -527,6 +527,7 @@ var answerKeys = [...]string{
 	answer.FieldPolicy: "policy", answer.FieldRecords: "values", answer.FieldN: "n",
 	answer.FieldDealer: "shuffle", answer.FieldLocations: "locations",
 	answer.FieldWeight: "weight", answer.FieldSecondary: "secondary", answer.FieldLocation: "location",
+	answer.FieldBigN: "big_n", answer.FieldBigSubset: "big_weighted_subset",
 }
 
 // answerPath is the key path, relative to the record set, of the field an

@@ -36,6 +36,11 @@
 //     address (or its EDNS client subnet), longest prefix first, falling
 //     back to the default location "*".
 //
+// The class of the query's resolver (Query.Class, by its share of the
+// queries: ClassConfig.Of) is data as well: a big resolver gets more
+// records of multivalue and weighted-subset sets (Config.BigN), and a
+// weighted subset of a weighted set with Config.BigSubset.
+//
 // Each policy is one file that declares its *Policy (the fields it reads,
 // their checks and its selection) and one entry in the list of policy.go.
 //

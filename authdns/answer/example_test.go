@@ -83,3 +83,31 @@ func ExampleSet_Select_multivalue() {
 	fmt.Println(len(out), "records, the unhealthy one among them:", down)
 	// Output: 8 records, the unhealthy one among them: false
 }
+
+// A resolver that sends more than BigShare of the queries is big, and a
+// big resolver gets every healthy record of a multivalue set (BigN 0),
+// a small one the set's N; a weighted set with BigSubset answers it a
+// weighted subset instead of one record.
+func ExampleClassConfig_Of() {
+	classes := answer.ClassConfig{BigShare: 0.05}.WithDefaults()
+	big := classes.Of(300, 1000)  // 30 % of the queries
+	small := classes.Of(20, 1000) // 2 %
+	multi, err := answer.NewSet(answer.Config{Policy: answer.Multivalue, N: 2, Records: make([]answer.Record, 6)})
+	if err != nil {
+		panic(err)
+	}
+	weighted, err := answer.NewSet(answer.Config{Policy: answer.Weighted, BigSubset: true, BigN: 2,
+		Records: []answer.Record{{Weight: 1}, {Weight: 2}, {Weight: 3}}})
+	if err != nil {
+		panic(err)
+	}
+	r := rand.NewPCG(5, 6)
+	for _, c := range []answer.Class{small, big} {
+		m, _ := multi.Select(nil, answer.Query{Class: c}, r)
+		w, _ := weighted.Select(nil, answer.Query{Class: c}, r)
+		fmt.Printf("%s: multivalue %d records, weighted %d\n", c, len(m), len(w))
+	}
+	// Output:
+	// small: multivalue 2 records, weighted 1
+	// big: multivalue 6 records, weighted 2
+}
