@@ -129,24 +129,19 @@ func (r *resolvers) key(client netip.Addr, subnet netip.Prefix) (key uint64, ecs
 	}
 	x := a.As16() // IPv4 as IPv4-mapped
 	hi, lo := binary.BigEndian.Uint64(x[:8]), binary.BigEndian.Uint64(x[8:])
-	var b int
-	if hi == 0 && lo>>32 == 0xFFFF {
-		b = r.cfg.IPv4Prefix
-		if ecs {
-			b = min(b, subnet.Bits())
+	v4 := hi == 0 && lo>>32 == 0xFFFF
+	if !ecs { // the common case: masks made at start
+		if v4 {
+			return r.key4 | lo&r.mask4, 0
 		}
-		key = keyPresent | uint64(b)<<56 | lo&(0xFFFFFFFF<<(32-b))&0xFFFFFFFF
-	} else {
-		b = r.cfg.IPv6Prefix
-		if ecs {
-			b = min(b, subnet.Bits())
-		}
-		key = keyIPv6 | keyPresent | uint64(b)<<56 | hi>>8&(keyAddr<<(56-b))&keyAddr
+		return r.key6 | hi>>8&r.mask6, 0
 	}
-	if ecs {
-		ecsBits = b
+	if v4 {
+		b := min(r.cfg.IPv4Prefix, subnet.Bits())
+		return keyPresent | uint64(b)<<56 | lo&(0xFFFFFFFF<<(32-b))&0xFFFFFFFF, b
 	}
-	return key, ecsBits
+	b := min(r.cfg.IPv6Prefix, subnet.Bits())
+	return keyIPv6 | keyPresent | uint64(b)<<56 | hi>>8&(keyAddr<<(56-b))&keyAddr, b
 }
 
 // keyPrefix returns the prefix a key stands for.
@@ -336,12 +331,15 @@ func (c *classSet) has(key uint64) bool {
 // share of the queries of every table (answer.ClassConfig.Of). It is safe
 // for concurrent use. Lock order: mu before a table's mu.
 type resolvers struct {
-	cfg   ResolversConfig // with defaults
-	rule  answer.ClassConfig
-	start time.Time
-	clock atomic.Uint64 // epoch<<8 | phase of the last step; epoch 1 is the first window
-	big   atomic.Pointer[classSet]
-	view  atomic.Pointer[resolverView]
+	cfg  ResolversConfig // with defaults
+	rule answer.ClassConfig
+	// key4 and mask4, key6 and mask6 make the key of a source address
+	// (key): the prefix length's bits and the mask of the address's.
+	key4, mask4, key6, mask6 uint64
+	start                    time.Time
+	clock                    atomic.Uint64 // epoch<<8 | phase of the last step; epoch 1 is the first window
+	big                      atomic.Pointer[classSet]
+	view                     atomic.Pointer[resolverView]
 
 	mu     sync.Mutex // guards tables
 	tables []*resolverTable
@@ -369,6 +367,8 @@ type bigResolver struct {
 func newResolvers(cfg ResolversConfig, now time.Time) *resolvers {
 	r := &resolvers{cfg: cfg.withDefaults(), start: now}
 	r.rule = answer.ClassConfig{BigShare: r.cfg.BigShare}.WithDefaults()
+	r.key4, r.mask4 = keyPresent|uint64(r.cfg.IPv4Prefix)<<56, 0xFFFFFFFF<<(32-r.cfg.IPv4Prefix)&0xFFFFFFFF
+	r.key6, r.mask6 = keyIPv6|keyPresent|uint64(r.cfg.IPv6Prefix)<<56, keyAddr<<(56-r.cfg.IPv6Prefix)&keyAddr
 	r.big.Store(&classSet{})
 	r.tcp = r.newTable(&r.tcpMu)
 	r.tick(now)
@@ -459,6 +459,9 @@ func (r *resolvers) tick(now time.Time) {
 	r.view.Store(v)
 }
 
+// fastSelect indexes byClass with c&1: there are two classes.
+const _ = uint(answer.NumClasses-2) + uint(2-answer.NumClasses)
+
 // classCounts are a worker's counts of one class not yet in its stats.
 type classCounts struct{ queries, answers, records uint64 }
 
@@ -487,7 +490,7 @@ func (w *worker) classOf(set *rrset, aq answer.Query) answer.Class {
 //go:noinline
 func (w *worker) fastSelect(set *rrset, client netip.Addr) ([]int, answer.Result) {
 	c, _ := w.srv.res.class(w.tab, client, netip.Prefix{})
-	w.byClass[c].queries++
+	w.byClass[c&1].queries++ // &1: no bounds check
 	idx, res := set.sel.Select(w.dst, answer.Query{Client: client, Class: c}, w.rng)
 	if set.sel.ByClass() {
 		w.countAnswer(c, len(idx))

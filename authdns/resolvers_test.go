@@ -387,3 +387,33 @@ func TestResolversConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestResolversCountTCP: queries over TCP count in the TCP connections'
+// shared table, and the step sums it with the sockets' tables: a resolver
+// that sends its queries over TCP is big over UDP too.
+func TestResolversCountTCP(t *testing.T) {
+	srv, addr := startServer(t, fmt.Sprintf(resolverZone, "resolvers: {enabled: true, window: 1h, big_share: 0.3}"), Options{})
+	tcp := &dns.Client{Net: "tcp", Timeout: 5 * time.Second, Dialer: &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.9.1")}}}
+	for range 30 {
+		m := new(dns.Msg)
+		m.SetQuestion("multi.corral.test.", dns.TypeA)
+		if _, _, err := tcp.Exchange(m, addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i <= 6; i++ {
+		for range 5 {
+			askFrom(t, addr, fmt.Sprintf("127.0.%d.1", i), "multi.corral.test", nil)
+		}
+	}
+	srv.res.tick(time.Now()) // 30 of 60 over TCP: big
+	if r := askFrom(t, addr, "127.0.9.1", "multi.corral.test", nil); len(r.Answer) != 10 {
+		t.Fatalf("over UDP after its TCP queries: %d records, want 10", len(r.Answer))
+	}
+	if r := askFrom(t, addr, "127.0.1.1", "multi.corral.test", nil); len(r.Answer) != 2 {
+		t.Fatalf("a small resolver: %d records, want 2", len(r.Answer))
+	}
+	if v := srv.res.view.Load(); v.total != 60 || v.tracked != 7 {
+		t.Errorf("the step saw %d queries of %d resolvers, want 60 of 7", v.total, v.tracked)
+	}
+}

@@ -15,7 +15,9 @@
 #             answered (robust to other work on core 0).
 #
 # Usage: bash bench/dns/run.sh            (env: DURATION=10 RUNS=3 SERVERS="corral knot nsd",
-#                                         QPS=N caps dnsperf's rate; default: its maximum)
+#                                         QPS=N caps dnsperf's rate; default: its maximum;
+#                                         RESOLVERS=1 turns corral's resolver-aware answers on:
+#                                         dnsperf's one source is then a big resolver)
 # Installs dnsperf, knot and nsd with apt-get when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,6 +26,7 @@ DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 SERVERS=${SERVERS:-"corral knot nsd"}
 PORT=${PORT:-15390}
+RESOLVERS=${RESOLVERS:-0}
 ADMIN_PORT=$((PORT + 1))
 
 need=()
@@ -66,6 +69,7 @@ ZONE
 for i in 1 2 3 4 5 6 7 8; do echo "multi   IN A   10.0.0.$i" >>"$work/bench.test.zone"; done
 
 {
+	if [ "$RESOLVERS" = 1 ]; then echo "resolvers: {enabled: true}"; fi
 	cat <<YAML
 listen: 127.0.0.1:$PORT
 admin: {addr: "127.0.0.1:$ADMIN_PORT"}
