@@ -217,9 +217,11 @@ const ways = 8
 // 8 slots, and a resolver not in its bucket takes the slot of the least
 // queries, inheriting that count plus one (Space-Saving, Metwally,
 // Agrawal and El Abbadi 2005, per bucket). So a spray of new sources only
-// ever replaces slots of few queries, a resolver above a table's share of
-// 1/slots is never lost, and no count is below the truth; the
-// overestimate is at most the least count of the bucket. The table never
+// ever replaces slots of few queries, a resolver with more than an eighth
+// of its bucket's queries is never lost, and within a window no count is
+// below the truth; the overestimate is at most the least count of the
+// bucket (a bucket gets 1/buckets of the queries on average: the hash is
+// seeded at random, so no source can aim at a bucket). The table never
 // grows. A table has one writer (its UDP socket's goroutine) or a mutex
 // (TCP's, shared by the connections); the step reads it concurrently,
 // slot by slot, with atomic loads.

@@ -417,3 +417,40 @@ func TestResolversCountTCP(t *testing.T) {
 		t.Errorf("the step saw %d queries of %d resolvers, want 60 of 7", v.total, v.tracked)
 	}
 }
+
+// TestResolverTableNeverUndercounts: within a window, the count of every
+// resolver the table holds is at least its true count (Space-Saving's
+// property, per bucket), and the heaviest resolvers of a skewed stream
+// are all held.
+func TestResolverTableNeverUndercounts(t *testing.T) {
+	r := newResolvers(ResolversConfig{Enabled: true, TableSize: 256, BigShare: 0.05}, time.Unix(0, 0))
+	for seed := range uint64(5) {
+		tab := newResolverTable(256, nil)
+		z := rand.NewZipf(rand.New(rand.NewPCG(seed, 1)), 1.2, 1, 4999)
+		truth := map[uint64]uint64{}
+		clock := r.clock.Load()
+		base, _ := r.key(netip.MustParseAddr("10.0.0.1"), netip.Prefix{})
+		for range 50000 {
+			k := base + z.Uint64()<<8 // a /24 per Zipf rank: 10.0.0.0/24 is rank 0
+			truth[k]++
+			tab.count(k, clock)
+		}
+		epoch, phase := clock>>8, clock&0xFF
+		held := map[uint64]uint64{}
+		for i := range tab.slots {
+			if k := tab.slots[i].key.Load(); k != 0 {
+				held[k] = estimate(tab.slots[i].n.Load(), epoch, phase)
+			}
+		}
+		for k, n := range held {
+			if n < truth[k] {
+				t.Errorf("seed %d: %s counted %d, sent %d", seed, keyPrefix(k), n, truth[k])
+			}
+		}
+		for rank := range uint64(5) {
+			if k := base + rank<<8; held[k] == 0 {
+				t.Errorf("seed %d: the resolver of rank %d (%d queries) is not held", seed, rank, truth[k])
+			}
+		}
+	}
+}
