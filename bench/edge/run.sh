@@ -31,8 +31,8 @@
 #          hubs (`corral hub` on 127.0.1.1-3, the first one's NATS server
 #          embedded and listening, the two others joined to it), driven by
 #          `corral kraken run` over its agent processes (one per 18,000
-#          devices; STORM_ADMISSION=false turns the edges' admission off
-#          for comparison). The sessions are held STORM_HOLD (20s), all dropped at
+#          devices; STORM_ADMISSION=false turns the edges' admission off,
+#          STORM_HUB_OVERLOAD=false the hubs', for comparison). The sessions are held STORM_HOLD (20s), all dropped at
 #          once, and reconnect with full jitter (STORM_BACKOFF, default
 #          {policy: full, base: 1s, cap: 30s}). Reports the time until 99 %
 #          are back against the ideal, N / the fleet's admission rate
@@ -271,7 +271,7 @@ session:
   handshake_timeout: 60s
   ping_interval: 10m
 overload:
-  enabled: true
+  enabled: ${STORM_HUB_OVERLOAD:-true}
 YAML
 		"$work/corral" hub --config "$work/shub$i.yaml" --log-level warn >"$work/shub$i.log" 2>&1 &
 		pids+=($!)
