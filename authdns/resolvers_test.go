@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corralhq/corral/authdns/answer"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // resolverZone has a multivalue set of 10 (n 2), a weighted set of 4 with
@@ -452,5 +453,29 @@ func TestResolverTableNeverUndercounts(t *testing.T) {
 				t.Errorf("seed %d: the resolver of rank %d (%d queries) is not held", seed, rank, truth[k])
 			}
 		}
+	}
+}
+
+// TestReloadKeepsResolvers: a reload that changes the resolvers block
+// keeps the running settings and says so in the log; a set's big_n
+// reloads.
+func TestReloadKeepsResolvers(t *testing.T) {
+	text := fmt.Sprintf(resolverZone, "resolvers: {enabled: true, window: 1h, big_share: %s}")
+	var logs testkit.SyncBuffer
+	srv, addr := startServer(t, fmt.Sprintf(text, "0.2"), Options{Logger: testLogger(&logs)})
+	next := decodeConfig(t, strings.Replace(fmt.Sprintf(text, "0.5"), "        n: 2\n", "        n: 2\n        big_n: 4\n", 1))
+	if err := srv.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "resolvers changes need a restart") {
+		t.Fatalf("reload log without the resolvers warning:\n%s", logs.String())
+	}
+	if srv.res.rule.BigShare != 0.2 {
+		t.Errorf("big share %v after the reload, want the running 0.2", srv.res.rule.BigShare)
+	}
+	askFrom(t, addr, "127.0.9.1", "multi.corral.test", nil)
+	srv.res.tick(time.Now())
+	if r := askFrom(t, addr, "127.0.9.1", "multi.corral.test", nil); len(r.Answer) != 4 {
+		t.Errorf("big resolver after a reload to big_n 4: %d records", len(r.Answer))
 	}
 }
