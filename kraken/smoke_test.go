@@ -29,12 +29,20 @@ traffic:
 stop: {on_recovery: true}
 `
 
+// TestSmoke: 50 devices on one hub, P0 published for a second, half of
+// them dropped at 1.5 s: every one held at the end, the 25 dropped all
+// back, every P0 message delivered. The whole result is logged.
 func TestSmoke(t *testing.T) {
 	h := startHub(t, hub.Options{})
 	sc := loadScenario(t, "smoke.yaml", smokeScenario)
 	res := runScenario(t, sc, Config{Targets: []string{h.url()}, Token: testToken(testSecret), PublishURL: "http://" + h.Addr().String(), APIKey: testAPIKey, Progress: testWriter{t}})
 	b, _ := json.MarshalIndent(res, "", " ")
 	t.Logf("%s", b)
+	s := res.Storms[0]
+	if res.Held != 50 || s.Dropped != 25 || s.Back != 25 || res.Messages.P0Expected == 0 || res.Messages.P0Lost != 0 {
+		t.Errorf("held %d, dropped %d, back %d, P0 expected %d lost %d; want 50, 25, 25, some, 0",
+			res.Held, s.Dropped, s.Back, res.Messages.P0Expected, res.Messages.P0Lost)
+	}
 }
 
 type testWriter struct{ t *testing.T }
