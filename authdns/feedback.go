@@ -40,6 +40,51 @@ type FeedbackConfig struct {
 	Ceiling    float64 `yaml:"ceiling"`
 	MaxStep    float64 `yaml:"max_step"`
 	Hysteresis float64 `yaml:"hysteresis"`
+
+	// zeros marks the keys of zeroKeys that the YAML sets to 0, which
+	// validate refuses (UnmarshalYAML).
+	zeros uint8
+}
+
+// zeroKeys are the keys of the block where 0 stands for the default, in
+// the bit order of FeedbackConfig.zeros, with the value of each.
+func (c FeedbackConfig) zeroKeys() [6]struct {
+	key  string
+	zero bool
+	def  any
+} {
+	d := answer.DefaultFeedback
+	return [6]struct {
+		key  string
+		zero bool
+		def  any
+	}{
+		{"interval", c.Interval == 0, loadreport.DefaultInterval}, {"timeout", c.Timeout == 0, d.Timeout},
+		{"floor", c.Floor == 0, d.Floor}, {"ceiling", c.Ceiling == 0, d.Ceiling},
+		{"max_step", c.MaxStep == 0, d.MaxStep}, {"hysteresis", c.Hysteresis == 0, d.Hysteresis},
+	}
+}
+
+// UnmarshalYAML reads the block and notes the keys it sets to 0: a zero
+// field takes its default (answer.FeedbackConfig's zero value), so an
+// explicit `hysteresis: 0` would silently be 0.05; validate refuses it
+// instead, as the simulator's dns.feedback does.
+func (c *FeedbackConfig) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain FeedbackConfig
+	if err := unmarshal((*plain)(c)); err != nil {
+		return err
+	}
+	var keys map[string]any
+	if err := unmarshal(&keys); err != nil {
+		return err
+	}
+	c.zeros = 0
+	for i, k := range c.zeroKeys() {
+		if v, ok := keys[k.key]; ok && v != nil && k.zero {
+			c.zeros |= 1 << i
+		}
+	}
+	return nil
 }
 
 func (c FeedbackConfig) enabled() bool { return c.NATS != "" }
@@ -61,6 +106,16 @@ func (c FeedbackConfig) validate(bad func(path, format string, args ...any)) {
 	}
 	if strings.ContainsAny(c.Subject, " \t\r\n") {
 		bad("feedback.subject", "%q is not a NATS subject", c.Subject)
+	}
+	zeros := false
+	for i, k := range c.zeroKeys() {
+		if c.zeros&(1<<i) != 0 {
+			zeros = true
+			bad("feedback."+k.key, "0 is not usable: it stands for the default (%v); give a positive value or remove the key", k.def)
+		}
+	}
+	if zeros {
+		return
 	}
 	if err := c.bounds().Validate(); err != nil {
 		bad("feedback", "%s", strings.TrimPrefix(err.Error(), "answer: "))
@@ -161,7 +216,7 @@ func (f *feedback) byValue(now time.Time) (map[string]answer.Load, map[string]st
 	who := make(map[string]string, 2*len(f.loads))
 	var rows []originRow
 	for addr, r := range f.loads {
-		l := answer.Load{At: f.heardAt[addr], Sessions: r.Sessions, Inflight: r.Inflight, Limit: r.Limit, Stage: r.Stage}
+		l := answer.Load{At: f.heardAt[addr], Sessions: r.Sessions, Capacity: r.Capacity, Inflight: r.Inflight, Limit: r.Limit, Stage: r.Stage}
 		fresh := now.Sub(l.At) <= f.bounds.Timeout
 		rows = append(rows, originRow{addr: addr, node: r.Node, kind: r.Kind, load: l, fresh: fresh})
 		keys := []string{addr}
@@ -181,7 +236,7 @@ func (f *feedback) byValue(now time.Time) (map[string]answer.Load, map[string]st
 }
 
 // tick moves every origin's factor one step (answer.FeedbackConfig.Next)
-// and gives each fed set its effective weights.
+// and gives each fed set its effective weights (answer.Set.ApplyFeedback).
 func (f *feedback) tick(now time.Time) {
 	loads, who, origins := f.byValue(now)
 	factors := make(map[string]float64, len(f.factors))
@@ -189,12 +244,11 @@ func (f *feedback) tick(now time.Time) {
 	var w []uint32
 	var fs []float64
 	f.s.state.Load().zones.eachSet(func(set *rrset) {
-		if !fedPolicy(set.policy) {
+		if !set.sel.Policy().Fed() {
 			return
 		}
-		conf := configuredWeights(set.sel)
+		base := set.sel.FeedbackBase()
 		fs = fs[:0]
-		moved := false
 		for i, v := range set.values {
 			fi, ok := factors[v]
 			if !ok {
@@ -206,43 +260,13 @@ func (f *feedback) tick(now time.Time) {
 				factors[v] = fi
 			}
 			fs = append(fs, fi)
-			moved = moved || fi != 1
 			view.weights = append(view.weights, weightRow{name: set.owner, rtype: typeName(set.rtype), value: v, origin: who[v],
-				configured: float64(conf[i]), effective: float64(conf[i]) * fi})
+				configured: float64(base[i]), effective: float64(base[i]) * fi})
 		}
-		if !moved {
-			_ = set.sel.SetWeights(nil)
-			return
-		}
-		w = answer.EffectiveWeights(w, conf, fs)
-		_ = set.sel.SetWeights(w)
+		w = set.sel.ApplyFeedback(w, fs)
 	})
 	f.factors = factors
 	f.view.Store(view)
-}
-
-// fedPolicy reports whether load feedback weights a set of policy index p.
-func fedPolicy(p int) bool {
-	return p == answer.Weighted.Index() || p == answer.WeightedSubset.Index() || p == answer.Multivalue.Index()
-}
-
-// configuredWeights returns the weights feedback scales: the records'
-// weights, or 1 each for a multivalue set and a set of zero weights only
-// (equal chances).
-func configuredWeights(s *answer.Set) []uint32 {
-	recs := s.Records()
-	w := make([]uint32, len(recs))
-	some := false
-	for i, r := range recs {
-		w[i] = r.Weight
-		some = some || r.Weight > 0
-	}
-	if !some || s.Policy() == answer.Multivalue {
-		for i := range w {
-			w[i] = 1
-		}
-	}
-	return w
 }
 
 // eachSet calls fn with every record set of the zones.

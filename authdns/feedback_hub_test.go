@@ -31,15 +31,24 @@ const feedbackSecret = "feedback-secret-0123456789"
 // fall dwell, once the sessions stop coming.
 func feedbackHub(t *testing.T, host, url string) *hub.Hub {
 	t.Helper()
+	return startFeedbackHub(t, host, url, func(cfg *hub.Config) {
+		cfg.Overload.Enabled = true
+		cfg.Overload.Shedder = limit.ShedderConfig{Target: time.Nanosecond, MinSamples: 1, EvalInterval: 20 * time.Millisecond,
+			RiseDwell: time.Nanosecond, FallDwell: 100 * time.Millisecond, MaxFallDwell: 200 * time.Millisecond}
+	})
+}
+
+// startFeedbackHub runs a hub on host that publishes its load every 50 ms
+// on the NATS at url, with edit's changes to its config.
+func startFeedbackHub(t *testing.T, host, url string, edit func(*hub.Config)) *hub.Hub {
+	t.Helper()
 	cfg := hub.DefaultConfig()
 	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr, cfg.NodeID = host+":0", "", "", "hub-"+host
 	cfg.NATS.URL = url
 	cfg.Auth = auth.Config{Keys: []auth.KeyConfig{{Algorithm: "HS256", Secret: feedbackSecret}}}
 	cfg.Drain.Deadline = time.Second
 	cfg.Load = hub.LoadConfig{Enabled: true, Interval: 50 * time.Millisecond}
-	cfg.Overload.Enabled = true
-	cfg.Overload.Shedder = limit.ShedderConfig{Target: time.Nanosecond, MinSamples: 1, EvalInterval: 20 * time.Millisecond,
-		RiseDwell: time.Nanosecond, FallDwell: 100 * time.Millisecond, MaxFallDwell: 200 * time.Millisecond}
+	edit(&cfg)
 	h, err := hub.New(cfg, hub.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -61,9 +70,7 @@ func feedbackHub(t *testing.T, host, url string) *hub.Hub {
 // load dials P0 sessions to h, one after the other, closing each, until
 // stop is closed.
 func load(t *testing.T, h *hub.Hub, stop <-chan struct{}, wg *sync.WaitGroup) {
-	p := 0
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{Tenant: "acme", Channels: []string{">"}, Publish: []string{">"}, MaxPriority: &p,
-		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}}).SignedString([]byte(feedbackSecret))
+	tok, err := feedbackToken()
 	if err != nil {
 		t.Error(err)
 		return
@@ -86,6 +93,13 @@ func load(t *testing.T, h *hub.Hub, stop <-chan struct{}, wg *sync.WaitGroup) {
 			}
 		}
 	})
+}
+
+// feedbackToken returns a session token of the feedback hubs' key.
+func feedbackToken() (string, error) {
+	p := 0
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{Tenant: "acme", Channels: []string{">"}, Publish: []string{">"}, MaxPriority: &p,
+		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}}).SignedString([]byte(feedbackSecret))
 }
 
 // share asks authdns n times for the weighted name with a DNS client and
@@ -121,6 +135,42 @@ func effective(s *authdns.Server, v string) float64 {
 	return -1
 }
 
+// feedbackDNS runs authdns with load feedback from the NATS at url every
+// 50 ms (timeout 1 s, default bounds) and the weighted name
+// origin.corral.test of the two hosts, weight 1 each, until the test
+// ends; it returns the server and its DNS address.
+func feedbackDNS(t *testing.T, url, hostA, hostB string) (*authdns.Server, string) {
+	t.Helper()
+	cfg, err := authdns.ParseConfig("dns.yaml", fmt.Appendf(nil, `
+listen: 127.0.0.1:0
+rrl: {enabled: false}
+feedback: {nats: %q, interval: 50ms, timeout: 1s, floor: 0.1, ceiling: 2, max_step: 0.25, hysteresis: 0.05}
+zones:
+  - origin: corral.test
+    soa: {mname: ns1.corral.test, rname: hostmaster.corral.test, serial: 1}
+    ns: [ns1.corral.test]
+    records:
+      - {name: ns1, type: A, values: [127.0.0.1]}
+      - name: origin
+        type: A
+        policy: weighted
+        values: [{value: %s, weight: 1}, {value: %s, weight: 1}]
+`, url, hostA, hostB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := authdns.New(cfg, authdns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-srv.Started()
+	return srv, srv.Addr().String()
+}
+
 // TestFeedbackShiftsWeightedAnswers is issue 17's test: two hubs and
 // authdns over an embedded NATS. While one hub is loaded (its Shedder in
 // its upper stages, through real handshakes), the weighted answers shift
@@ -147,34 +197,7 @@ func TestFeedbackShiftsWeightedAnswers(t *testing.T) {
 	hubA := feedbackHub(t, hostA, url)
 	feedbackHub(t, hostB, url)
 
-	cfg, err := authdns.ParseConfig("dns.yaml", fmt.Appendf(nil, `
-listen: 127.0.0.1:0
-rrl: {enabled: false}
-feedback: {nats: %q, interval: 50ms, timeout: 1s, floor: 0.1, ceiling: 2, max_step: 0.25, hysteresis: 0.05}
-zones:
-  - origin: corral.test
-    soa: {mname: ns1.corral.test, rname: hostmaster.corral.test, serial: 1}
-    ns: [ns1.corral.test]
-    records:
-      - {name: ns1, type: A, values: [127.0.0.1]}
-      - name: origin
-        type: A
-        policy: weighted
-        values: [{value: %s, weight: 1}, {value: %s, weight: 1}]
-`, url, hostA, hostB))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := authdns.New(cfg, authdns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-srv.Started()
-	dnsAddr := srv.Addr().String()
+	srv, dnsAddr := feedbackDNS(t, url, hostA, hostB)
 
 	// Both idle: both at the ceiling, equal shares.
 	testkit.WaitFor(t, 30*time.Second, "both origins at the ceiling", func() bool {
@@ -220,4 +243,60 @@ zones:
 	if w := srv.FeedbackWeights(); len(w) != 2 || !strings.HasPrefix(w[0].Origin, hostA+":") || !strings.HasPrefix(w[1].Origin, hostB+":") {
 		t.Fatalf("feedback weights %+v: want each record matched to its hub's advertised address", w)
 	}
+}
+
+// TestFeedbackSeesAFullHub: a hub whose sessions reach its load.capacity
+// gets less weight although nothing else presses it (no overload
+// control: no limiter, stage 0, no set-up queue); the weighted answers
+// shift away from it while it is full and back once its sessions end.
+func TestFeedbackSeesAFullHub(t *testing.T) {
+	const hostA, hostB, capacity = "127.0.0.2", "127.0.0.3", 4
+	if ln, err := net.Listen("tcp", hostA+":0"); err != nil {
+		t.Skipf("no loopback address %s: %v", hostA, err)
+	} else {
+		_ = ln.Close()
+	}
+	ns, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	url := ns.Server.ClientURL()
+	sized := func(cfg *hub.Config) { cfg.Load.Capacity = capacity }
+	hubA := startFeedbackHub(t, hostA, url, sized)
+	startFeedbackHub(t, hostB, url, sized)
+	srv, dnsAddr := feedbackDNS(t, url, hostA, hostB)
+
+	testkit.WaitFor(t, 30*time.Second, "both origins at the ceiling", func() bool {
+		return effective(srv, hostA) == 2 && effective(srv, hostB) == 2
+	})
+	tok, err := feedbackToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*client.Client
+	for range capacity {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := client.Dial(ctx, client.Config{Addrs: []string{"ws://" + hubA.Addr().String() + "/v1/ws"}, Token: tok})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	testkit.WaitFor(t, 30*time.Second, "the full hub at the floor", func() bool {
+		return effective(srv, hostA) <= 0.1+1e-9 && effective(srv, hostB) == 2
+	})
+	if st := hubA.Stats(); st.Stage != 0 || st.PublishLimit != 0 {
+		t.Fatalf("the full hub's stage %v, publish limit %d: want no overload control pressing it", st.Stage, st.PublishLimit)
+	}
+	if s := share(t, dnsAddr, hostA, 400); s > 0.2 { // expected 0.1/2.1
+		t.Fatalf("%s full: it has %.2f of the answers, want under 0.2", hostA, s)
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+	testkit.WaitFor(t, 30*time.Second, "the hub back at the ceiling once its sessions ended", func() bool {
+		return effective(srv, hostA) == 2
+	})
 }

@@ -22,7 +22,7 @@ import (
 func TestFeedbackMatchesAndShows(t *testing.T) {
 	cfg, err := ParseConfig("dns.yaml", []byte(`
 listen: 127.0.0.1:0
-feedback: {nats: "nats://127.0.0.1:1", timeout: 10s, max_step: 2, hysteresis: 0}
+feedback: {nats: "nats://127.0.0.1:1", timeout: 10s, max_step: 2}
 zones:
   - origin: corral.test
     soa: {mname: ns1.corral.test, rname: hostmaster.corral.test, serial: 1}
@@ -94,6 +94,88 @@ zones:
 		if w.Effective != w.Configured {
 			t.Errorf("%s %s after the timeout: effective %v, configured %v", w.Name, w.Value, w.Effective, w.Configured)
 		}
+	}
+}
+
+// TestFeedbackSeesAFullOrigin: a report's capacity reaches the step: an
+// origin whose sessions fill its capacity, with nothing in flight and
+// no shedding, loses weight; one with the same capacity mostly free
+// gains.
+func TestFeedbackSeesAFullOrigin(t *testing.T) {
+	cfg, err := ParseConfig("dns.yaml", []byte(`
+listen: 127.0.0.1:0
+feedback: {nats: "nats://127.0.0.1:1"}
+zones:
+  - origin: corral.test
+    soa: {mname: ns1.corral.test, rname: hostmaster.corral.test, serial: 1}
+    ns: [ns1.corral.test]
+    records:
+      - {name: ns1, type: A, values: [127.0.0.1]}
+      - {name: w, type: A, policy: weighted, values: [{value: 10.0.0.1, weight: 1}, {value: 10.0.0.2, weight: 1}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	srv, err := New(cfg, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []loadreport.Report{
+		{Node: "full", Addr: "10.0.0.1:8080", Sessions: 30_000, Capacity: 30_000, Limit: 64},
+		{Node: "room", Addr: "10.0.0.2:8080", Sessions: 3_000, Capacity: 30_000, Limit: 64},
+	} {
+		b, _ := json.Marshal(r)
+		srv.fb.receive(&nats.Msg{Data: b})
+	}
+	srv.fb.tick(now)
+	got := map[string]float64{}
+	for _, w := range srv.FeedbackWeights() {
+		got[w.Value] = w.Effective
+	}
+	if got["10.0.0.1"] != 0.75 || got["10.0.0.2"] != 1.25 { // one max_step (0.25) down and up
+		t.Fatalf("effective weights %v: want the full origin at 0.75, the other at 1.25", got)
+	}
+}
+
+// TestFeedbackConfigRefusesZeros: a bound the file sets to 0 would be
+// its default (answer.FeedbackConfig reads 0 as absent), so it is
+// refused with its key; absent keys take the defaults, as does a
+// FeedbackConfig built in code with zero fields.
+func TestFeedbackConfigRefusesZeros(t *testing.T) {
+	const zone = `
+zones:
+  - origin: corral.test
+    soa: {mname: ns1.corral.test, rname: hostmaster.corral.test, serial: 1}
+    ns: [ns1.corral.test]
+    records:
+      - {name: ns1, type: A, values: [127.0.0.1]}
+`
+	for _, key := range []string{"hysteresis", "floor", "ceiling", "max_step", "timeout", "interval"} {
+		for _, zero := range []string{"0", "0.0"} {
+			if key == "timeout" || key == "interval" {
+				zero = map[string]string{"0": "0", "0.0": "0s"}[zero]
+			}
+			t.Run(key+": "+zero, func(t *testing.T) {
+				_, err := ParseConfig("dns.yaml", []byte("feedback: {nats: \"nats://127.0.0.1:1\", "+key+": "+zero+"}\n"+zone))
+				if err == nil || !strings.Contains(err.Error(), "feedback."+key+": ") || !strings.Contains(err.Error(), "0 is not usable") {
+					t.Fatalf("explicit %s: %s: %v, want an error naming feedback.%s", key, zero, err, key)
+				}
+			})
+		}
+	}
+	cfg, err := ParseConfig("dns.yaml", []byte("feedback: {nats: \"nats://127.0.0.1:1\", hysteresis: 0.01}\n"+zone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := cfg.Feedback.bounds(); b.Hysteresis != 0.01 || b.MaxStep != 0.25 || b.Floor != 0.1 || b.Timeout != 5*time.Second {
+		t.Fatalf("bounds %+v: want hysteresis 0.01 as given, the rest the defaults", b)
+	}
+	inCode := DefaultConfig()
+	inCode.Feedback = FeedbackConfig{NATS: "nats://127.0.0.1:1"}
+	inCode.Zones = cfg.Zones
+	if err := inCode.Validate(); err != nil {
+		t.Fatalf("a feedback block built in code with zero bounds (the defaults): %v", err)
 	}
 }
 

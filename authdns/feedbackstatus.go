@@ -141,9 +141,9 @@ func (s *Server) healthStatus() admin.Status {
 		wt.Rows = append(wt.Rows, admin.Row{Bad: w.effective < w.configured, Cells: []string{w.name, w.rtype, w.value, w.origin,
 			strconv.FormatFloat(w.configured, 'g', 4, 64), strconv.FormatFloat(w.effective, 'g', 4, 64)}})
 	}
-	ot := admin.Table{Title: "load feedback: origins", Columns: []string{"addr", "node", "kind", "sessions", "in flight / limit", "stage", "pressure", "last report"}}
+	ot := admin.Table{Title: "load feedback: origins", Columns: []string{"addr", "node", "kind", "sessions / capacity", "in flight / limit", "stage", "pressure", "last report"}}
 	for _, o := range v.origins {
-		ot.Rows = append(ot.Rows, admin.Row{Bad: !o.fresh, Cells: []string{o.addr, o.node, o.kind, strconv.Itoa(o.load.Sessions),
+		ot.Rows = append(ot.Rows, admin.Row{Bad: !o.fresh, Cells: []string{o.addr, o.node, o.kind, fmt.Sprintf("%d / %d", o.load.Sessions, o.load.Capacity),
 			fmt.Sprintf("%d / %d", o.load.Inflight, o.load.Limit), strconv.Itoa(o.load.Stage), strconv.FormatFloat(o.load.Pressure(), 'f', 2, 64), stamp(o.load.At)}})
 	}
 	st.Tables = append(st.Tables, wt, ot)

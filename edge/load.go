@@ -25,11 +25,20 @@ type LoadConfig struct {
 	// to its record values; default the WebSocket listener's address
 	// (the gRPC listener's without one).
 	Advertise string `yaml:"advertise"`
+	// Capacity is the most device sessions the edge is sized for, which the
+	// reports carry so that authdns counts the share in use (a full edge
+	// gets less weight however idle its set-ups). The edge has no bound
+	// on sessions of its own and refuses none beyond it: this is the
+	// operator's figure. 0, the default, reports the capacity unknown.
+	Capacity int `yaml:"capacity"`
 }
 
 func (c LoadConfig) validate() error {
 	if c.Interval < 0 {
 		return config.Errorf("load.interval", "edge: load interval %v is negative", c.Interval)
+	}
+	if c.Capacity < 0 {
+		return config.Errorf("load.capacity", "edge: load capacity %d is negative", c.Capacity)
 	}
 	if !loadreport.PlainSubject(c.Subject) {
 		return config.Errorf("load.subject", "edge: load subject %q is not a plain NATS subject", c.Subject)
@@ -52,7 +61,7 @@ func (e *Edge) publishLoad(ctx context.Context, addr string) {
 	}
 	loadreport.Publish(ctx, nc.NC, c.Subject, c.Interval, e.log, func() loadreport.Report {
 		st := e.Stats()
-		r := loadreport.Report{Node: e.nodeID, Kind: "edge", Addr: addr, Sessions: st.Sessions, Limit: st.HandshakeLimit, Stage: int(st.Stage)}
+		r := loadreport.Report{Node: e.nodeID, Kind: "edge", Addr: addr, Sessions: st.Sessions, Capacity: c.Capacity, Limit: st.HandshakeLimit, Stage: int(st.Stage)}
 		if e.adm.handshake != nil {
 			r.Inflight = e.adm.handshake.InFlight()
 		}

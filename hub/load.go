@@ -22,11 +22,20 @@ type LoadConfig struct {
 	// Advertise is the address the report carries, which authdns matches
 	// to its record values; default the WebSocket listener's address.
 	Advertise string `yaml:"advertise"`
+	// Capacity is the most sessions the hub is sized for, which the
+	// reports carry so that authdns counts the share in use (a full hub
+	// gets less weight however idle its set-ups). The hub has no bound
+	// on sessions of its own and refuses none beyond it: this is the
+	// operator's figure. 0, the default, reports the capacity unknown.
+	Capacity int `yaml:"capacity"`
 }
 
 func (c LoadConfig) validate() error {
 	if c.Interval < 0 {
 		return config.Errorf("load.interval", "hub: load interval %v is negative", c.Interval)
+	}
+	if c.Capacity < 0 {
+		return config.Errorf("load.capacity", "hub: load capacity %d is negative", c.Capacity)
 	}
 	if !loadreport.PlainSubject(c.Subject) {
 		return config.Errorf("load.subject", "hub: load subject %q is not a plain NATS subject", c.Subject)
@@ -43,7 +52,7 @@ func (h *Hub) publishLoad(ctx context.Context, ln net.Listener) {
 	}
 	loadreport.Publish(ctx, h.nc, c.Subject, c.Interval, h.log, func() loadreport.Report {
 		st := h.Stats()
-		r := loadreport.Report{Node: h.nodeID, Kind: "hub", Addr: addr, Sessions: st.Sessions, Limit: st.PublishLimit, Stage: int(st.Stage)}
+		r := loadreport.Report{Node: h.nodeID, Kind: "hub", Addr: addr, Sessions: st.Sessions, Capacity: c.Capacity, Limit: st.PublishLimit, Stage: int(st.Stage)}
 		if h.limiter != nil {
 			r.Inflight = h.limiter.InFlight()
 		}

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -9,11 +10,12 @@ import (
 
 // TestLoadReports: with load.enabled the hub publishes its load (kind
 // hub, its WebSocket address, sessions, the publish limit, the stage) on
-// its NATS connection at the interval; a bad load config is refused.
+// its NATS connection at the interval, with load.capacity; a bad load
+// config is refused.
 func TestLoadReports(t *testing.T) {
 	th := startHub(t, func(c *Config, _ *Options) {
 		c.NodeID = "hub-load"
-		c.Load = LoadConfig{Enabled: true, Interval: 20 * time.Millisecond}
+		c.Load = LoadConfig{Enabled: true, Interval: 20 * time.Millisecond, Capacity: 5000}
 		c.Overload.Enabled = true
 	})
 	sub, err := th.nc.SubscribeSync(loadreport.DefaultSubject)
@@ -29,13 +31,18 @@ func TestLoadReports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Kind != "hub" || r.Node != "hub-load" || r.Addr != th.Addr().String() || r.Limit == 0 || r.Limit != th.Stats().PublishLimit || r.Interval != 20*time.Millisecond {
-			t.Fatalf("report %+v: want kind hub, node hub-load, addr %s, publish limit %d", r, th.Addr(), th.Stats().PublishLimit)
+		if r.Kind != "hub" || r.Node != "hub-load" || r.Addr != th.Addr().String() || r.Limit == 0 || r.Limit != th.Stats().PublishLimit || r.Interval != 20*time.Millisecond || r.Capacity != 5000 {
+			t.Fatalf("report %+v: want kind hub, node hub-load, addr %s, publish limit %d, capacity 5000", r, th.Addr(), th.Stats().PublishLimit)
 		}
 	}
 	cfg := DefaultConfig()
 	cfg.Load.Subject = "corral.*"
 	if err := cfg.Validate(); err == nil {
 		t.Fatal("a wildcard load.subject validated")
+	}
+	cfg = DefaultConfig()
+	cfg.Load.Capacity = -1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "load.capacity") {
+		t.Fatalf("a negative load.capacity: %v, want an error naming load.capacity", err)
 	}
 }

@@ -45,12 +45,16 @@ func newFeedback(sc *scenario.Scenario, origins int) *loadFeedback {
 
 // report is the load origin o reports at now, read from the state the
 // previous step left (as a report published up to an interval before the
-// tick): the handshakes in flight against the limit of its adaptive
-// admission and its shedding stage. Without admission control (errors
-// mode) an origin has no limiter and reports limit 0 and stage 0, as a hub
-// or an edge without one does: its pressure is 0 however full it is.
+// tick): its connections against its max_connections (the capacity a hub
+// or an edge reports from its load.capacity), the handshakes in flight
+// against the limit of its adaptive admission and its shedding stage.
+// Without admission control (errors mode) an origin has no limiter and
+// reports limit 0 and stage 0, as a hub or an edge without one does: only
+// its share of the capacity in use presses it.
 func report(o *origin, now time.Time) answer.Load {
-	l := answer.Load{At: now, Sessions: int(min(o.conns, math.MaxInt32)), Inflight: int(min(o.work, math.MaxInt32))}
+	div := max(1, (o.maxConn+math.MaxInt32-1)/math.MaxInt32) // sessions and capacity fit an int32 alike, their share kept
+	l := answer.Load{At: now, Sessions: int(min(o.conns/div, math.MaxInt32)), Capacity: int(o.maxConn / div),
+		Inflight: int(min(o.work, math.MaxInt32))}
 	if o.adm != nil {
 		l.Limit, l.Stage = o.adm.limit(), o.adm.stage()
 	}

@@ -93,8 +93,9 @@ func TestFeedbackLowersAnOverloadedOrigin(t *testing.T) {
 	sc := fbSurge("weighted", "adaptive")
 	sc.DNS.Feedback.Enabled = true
 	on := mustNew(t, sc).Run(nil)
-	// Idle before the surge at 10 s, every factor rises to the ceiling
-	// (2) in 4 intervals of 0.25; from there, half the configured weight
+	// Idle before the surge at 10 s (1 % of the capacity in use), every
+	// factor rises to about the ceiling (2) in 4 intervals of 0.25; from
+	// there, half the configured weight
 	// is 6 intervals away at the fastest. 12 intervals bound it.
 	const start, bound = 10, 12
 	fell := -1.0
@@ -140,21 +141,70 @@ func TestFeedbackLowersAnOverloadedOrigin(t *testing.T) {
 	t.Logf("factor at most 0.5 at %.0f s; failed attempts %d with feedback, %d without", fell, on.Summary.AttemptErrors, off.Summary.AttemptErrors)
 }
 
-// TestFeedbackSeesNoLimiterInErrorsMode: an origin without admission
-// control reports no limit and stage 0, as a hub or an edge without a
-// limiter does, so its pressure is 0 however full it is: every factor
-// rises to the ceiling and stays there.
-func TestFeedbackSeesNoLimiterInErrorsMode(t *testing.T) {
-	sc := fbSurge("weighted", "errors")
+// TestFeedbackSeesAFullOrigin: an origin without admission control
+// reports no limit and stage 0, as a hub or an edge without a limiter
+// does, and sets up as fast as the others (its queue stays empty), but
+// holds a tenth of their connections: once full, the share of its
+// capacity in use presses it, its factor falls to the floor within a
+// bounded number of intervals while the others keep theirs, and it is
+// asked for fewer of the surge's set-ups than without feedback.
+func TestFeedbackSeesAFullOrigin(t *testing.T) {
+	const small = 2
+	full := func() *scenario.Scenario {
+		sc := fbSurge("weighted", "errors")
+		sc.Origins[1].MaxConnections, sc.Origins[1].MaxNewPerSecond, sc.Origins[1].Backlog = 30_000, 20_000, 40_000
+		return sc
+	}
+	off := mustNew(t, full()).Run(nil)
+	sc := full()
 	sc.DNS.Feedback.Enabled = true
-	r := mustNew(t, sc).Run(nil)
-	for i, st := range r.Steps[4:] {
-		for o, os := range st.Origins {
-			if os.WeightFactor != sc.DNS.Feedback.Ceiling {
-				t.Fatalf("step %d: origin %s has factor %v, want the ceiling %v", i+4, r.Origins[o], os.WeightFactor, sc.DNS.Feedback.Ceiling)
-			}
+	on := mustNew(t, sc).Run(nil)
+	filled := -1
+	for i, st := range on.Steps {
+		if st.Origins[small].Utilisation >= 1 {
+			filled = i
+			break
 		}
 	}
+	if filled < 0 {
+		t.Fatal("the small origin never filled: the test's surge is too small")
+	}
+	// From at most the ceiling (2) to the floor (0.1) is 8 intervals of
+	// 0.25; the report the tick reads is a step old: 10 bound it.
+	const bound = 10
+	at := -1
+	for i := filled; i <= filled+bound && i < len(on.Steps); i++ {
+		if on.Steps[i].Origins[small].WeightFactor <= sc.DNS.Feedback.Floor+1e-9 {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		for i := filled; i <= filled+bound; i++ {
+			st := on.Steps[i].Origins[small]
+			t.Logf("step %d: factor %.2f utilisation %.2f queue %.0f limit %d", i, st.WeightFactor, st.Utilisation, st.Queue, st.Limit)
+		}
+		t.Fatalf("full from step %d, the origin's factor is above the floor %d intervals on", filled, bound)
+	}
+	if st := on.Steps[at].Origins[small]; st.Limit != 0 || st.Queue > 0 {
+		t.Errorf("step %d: limit %d, queue %.0f: want no limiter and an empty queue (only the capacity presses it)", at, st.Limit, st.Queue)
+	}
+	for o := range small {
+		if f := on.Steps[at].Origins[o].WeightFactor; f < 1 {
+			t.Errorf("origin %s, with room, has factor %.2f at step %d", on.Origins[o], f, at)
+		}
+	}
+	asked := func(r *Result) (n int64) {
+		for _, st := range r.Steps[at : at+20] {
+			n += st.Origins[small].Attempts
+		}
+		return n
+	}
+	if a, b := asked(on), asked(off); !(a < b) {
+		t.Errorf("set-ups asked of the full origin in the 20 s after its factor fell: %d with feedback, %d without", a, b)
+	}
+	t.Logf("full at step %d, at the floor at step %d; set-ups asked of it after: %d with feedback, %d without; failed attempts %d with, %d without",
+		filled, at, asked(on), asked(off), on.Summary.AttemptErrors, off.Summary.AttemptErrors)
 }
 
 // TestFeedbackSilentOriginFallsBack: an origin that goes down reports

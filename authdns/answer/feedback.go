@@ -13,8 +13,10 @@ import (
 type Load struct {
 	// At is when the report arrived; zero means no report.
 	At time.Time
-	// Sessions is the sessions the origin holds (informative).
-	Sessions int
+	// Sessions is the sessions the origin holds, and Capacity the most it
+	// is sized for; a Capacity of 0 means unknown (Sessions then only
+	// informs).
+	Sessions, Capacity int
 	// Inflight and Limit are the work in flight and the adaptive limit of
 	// the origin's limiter (an edge's handshakes, a hub's publishes); a
 	// Limit of 0 means no limiter.
@@ -27,14 +29,20 @@ type Load struct {
 // MaxStage is the highest shedding stage (limit.StageLifeboat).
 const MaxStage = 5
 
-// Pressure returns the load as one number in [0, 1]: the larger of the
+// Pressure returns the load as one number in [0, 1]: the largest of the
+// share of the session capacity in use (Sessions/Capacity), the
 // limiter's use (Inflight/Limit) and the shedding stage, where any stage
 // above normal counts at least 0.75 (an origin that sheds is near its
-// limit) and lifeboat counts 1.
+// limit) and lifeboat counts 1. A full origin (sessions at capacity)
+// counts 1 however empty its set-up queue: the sessions it holds are the
+// load, not only the ones it sets up.
 func (l Load) Pressure() float64 {
 	p := 0.0
+	if l.Capacity > 0 {
+		p = float64(max(l.Sessions, 0)) / float64(l.Capacity)
+	}
 	if l.Limit > 0 {
-		p = float64(max(l.Inflight, 0)) / float64(l.Limit)
+		p = max(p, float64(max(l.Inflight, 0))/float64(l.Limit))
 	}
 	if l.Stage > 0 {
 		p = max(p, 0.75+0.25*float64(min(l.Stage, MaxStage)-1)/float64(MaxStage-1))

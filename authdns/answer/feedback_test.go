@@ -20,6 +20,13 @@ func TestLoadPressure(t *testing.T) {
 		{"lifeboat is full", Load{Stage: MaxStage}, 1},
 		{"the larger of stage and limiter", Load{Stage: 1, Inflight: 9, Limit: 10}, 0.9},
 		{"negative in flight is idle", Load{Inflight: -3, Limit: 10}, 0},
+		{"sessions at capacity with an empty queue is full", Load{Sessions: 1000, Capacity: 1000, Limit: 10}, 1},
+		{"half the capacity in use", Load{Sessions: 500, Capacity: 1000}, 0.5},
+		{"past the capacity counts as full", Load{Sessions: 1200, Capacity: 1000}, 1},
+		{"an unknown capacity leaves sessions informative", Load{Sessions: 1_000_000}, 0},
+		{"the larger of capacity and limiter", Load{Sessions: 300, Capacity: 1000, Inflight: 8, Limit: 10}, 0.8},
+		{"the larger of capacity and stage", Load{Sessions: 950, Capacity: 1000, Stage: 1}, 0.95},
+		{"negative sessions are none", Load{Sessions: -5, Capacity: 1000}, 0},
 	} {
 		if got := tc.l.Pressure(); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: Pressure() = %v, want %v", tc.name, got, tc.want)
@@ -39,6 +46,8 @@ func TestFeedbackNext(t *testing.T) {
 	}{
 		{"a shedding origin loses at most max_step", 1, Load{At: fresh, Stage: MaxStage}, 0.75},
 		{"an idle origin gains at most max_step", 1, Load{At: fresh}, 1.25},
+		{"a full origin with an idle set-up queue loses", 1, Load{At: fresh, Sessions: 30, Capacity: 30, Limit: 20}, 0.75},
+		{"a full origin without a limiter loses down to the floor", 0.2, Load{At: fresh, Sessions: 30, Capacity: 30}, 0.1},
 		{"the floor holds", 0.15, Load{At: fresh, Stage: MaxStage}, 0.1},
 		{"the ceiling holds", 1.9, Load{At: fresh}, 2},
 		{"within hysteresis nothing moves", 1.02, Load{At: fresh, Inflight: 1, Limit: 2}, 1.02},
@@ -86,7 +95,10 @@ func TestFeedbackProperties(t *testing.T) {
 		for step := range 200 {
 			now = now.Add(time.Second)
 			if r.IntN(4) > 0 { // a report this interval
-				last = Load{At: now, Inflight: r.IntN(30), Limit: r.IntN(20), Stage: r.IntN(MaxStage + 1)}
+				last = Load{At: now, Sessions: r.IntN(50), Capacity: r.IntN(40), Inflight: r.IntN(30), Limit: r.IntN(20), Stage: r.IntN(MaxStage + 1)}
+				if p := last.Pressure(); !(p >= 0 && p <= 1) {
+					t.Fatalf("run %d step %d: %+v has pressure %v outside [0, 1]", run, step, last, p)
+				}
 			}
 			next := c.Next(f, last, now)
 			stale := last.At.IsZero() || now.Sub(last.At) > c.Timeout

@@ -30,8 +30,12 @@ type Report struct {
 	Kind string `json:"kind"`
 	// Addr is the address the origin advertises (host:port or host).
 	Addr string `json:"addr"`
-	// Sessions is the sessions open.
+	// Sessions is the sessions open, Capacity the most sessions the
+	// origin is sized for (its load.capacity, the operator's figure:
+	// neither a hub nor an edge bounds its sessions itself); 0 is
+	// unknown.
 	Sessions int `json:"sessions"`
+	Capacity int `json:"capacity,omitempty"`
 	// Inflight and Limit are the work in flight and the adaptive limit
 	// of the origin's limiter (an edge's handshakes, a hub's publishes);
 	// Limit 0: no limiter.

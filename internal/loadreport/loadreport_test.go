@@ -23,7 +23,7 @@ func TestPublishDecode(t *testing.T) {
 	go func() {
 		defer close(done)
 		Publish(ctx, c.NC, "", 10*time.Millisecond, nil, func() Report {
-			return Report{Node: "h1", Kind: "hub", Addr: "127.0.0.2:80", Sessions: 3, Inflight: 1, Limit: 4, Stage: 2}
+			return Report{Node: "h1", Kind: "hub", Addr: "127.0.0.2:80", Sessions: 3, Capacity: 10, Inflight: 1, Limit: 4, Stage: 2}
 		})
 	}()
 	m, err := sub.NextMsg(10 * time.Second)
@@ -36,7 +36,7 @@ func TestPublishDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Report{Node: "h1", Kind: "hub", Addr: "127.0.0.2:80", Sessions: 3, Inflight: 1, Limit: 4, Stage: 2, Interval: 10 * time.Millisecond}); r != want {
+	if want := (Report{Node: "h1", Kind: "hub", Addr: "127.0.0.2:80", Sessions: 3, Capacity: 10, Inflight: 1, Limit: 4, Stage: 2, Interval: 10 * time.Millisecond}); r != want {
 		t.Fatalf("decoded %+v, want %+v", r, want)
 	}
 	if _, err := Decode([]byte(`{"node":"x"}`)); err == nil {
