@@ -268,9 +268,11 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 
 func readConfig(name string, data []byte, opts config.Options) (*Config, error) {
 	cfg := DefaultConfig()
+	cfg.Feedback.givenByEnv(opts)
 	if err := config.Decode(name, data, &cfg, opts); err != nil {
 		return nil, err
 	}
+	cfg.Feedback.given = 0 // its zeros are refused; valid configs compare by value
 	cfg.sum = contentSum(data)
 	return &cfg, nil
 }

@@ -3,6 +3,7 @@ package authdns
 import (
 	"context"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/corralhq/corral/authdns/answer"
+	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/loadreport"
 	"github.com/corralhq/corral/internal/natsutil"
 )
@@ -41,13 +43,15 @@ type FeedbackConfig struct {
 	MaxStep    float64 `yaml:"max_step"`
 	Hysteresis float64 `yaml:"hysteresis"`
 
-	// zeros marks the keys of zeroKeys that the YAML sets to 0, which
-	// validate refuses (UnmarshalYAML).
-	zeros uint8
+	// given marks the keys of zeroKeys that the file or the environment
+	// sets (UnmarshalYAML, givenByEnv), so that validate refuses a 0 that
+	// was written rather than left out; readConfig clears it once the
+	// config is valid, so that valid configs compare by their values.
+	given uint8
 }
 
 // zeroKeys are the keys of the block where 0 stands for the default, in
-// the bit order of FeedbackConfig.zeros, with the value of each.
+// the bit order of FeedbackConfig.given, with the value of each.
 func (c FeedbackConfig) zeroKeys() [6]struct {
 	key  string
 	zero bool
@@ -65,7 +69,7 @@ func (c FeedbackConfig) zeroKeys() [6]struct {
 	}
 }
 
-// UnmarshalYAML reads the block and notes the keys it sets to 0: a zero
+// UnmarshalYAML reads the block and notes the keys it sets: a zero
 // field takes its default (answer.FeedbackConfig's zero value), so an
 // explicit `hysteresis: 0` would silently be 0.05; validate refuses it
 // instead, as the simulator's dns.feedback does.
@@ -78,13 +82,31 @@ func (c *FeedbackConfig) UnmarshalYAML(unmarshal func(any) error) error {
 	if err := unmarshal(&keys); err != nil {
 		return err
 	}
-	c.zeros = 0
 	for i, k := range c.zeroKeys() {
-		if v, ok := keys[k.key]; ok && v != nil && k.zero {
-			c.zeros |= 1 << i
+		if v, ok := keys[k.key]; ok && v != nil {
+			c.given |= 1 << i
 		}
 	}
 	return nil
+}
+
+// givenByEnv notes the keys of the block that environment overrides set
+// (prefix_FEEDBACK_KEY, as internal/config names them), as UnmarshalYAML
+// does for the file's.
+func (c *FeedbackConfig) givenByEnv(opts config.Options) {
+	if opts.EnvPrefix == "" {
+		return
+	}
+	env := opts.Environ
+	if env == nil {
+		env = os.Environ()
+	}
+	for i, k := range c.zeroKeys() {
+		name := opts.EnvPrefix + "_FEEDBACK_" + strings.ToUpper(k.key) + "="
+		if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name) }) {
+			c.given |= 1 << i
+		}
+	}
 }
 
 func (c FeedbackConfig) enabled() bool { return c.NATS != "" }
@@ -109,7 +131,7 @@ func (c FeedbackConfig) validate(bad func(path, format string, args ...any)) {
 	}
 	zeros := false
 	for i, k := range c.zeroKeys() {
-		if c.zeros&(1<<i) != 0 {
+		if c.given&(1<<i) != 0 && k.zero {
 			zeros = true
 			bad("feedback."+k.key, "0 is not usable: it stands for the default (%v); give a positive value or remove the key", k.def)
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +178,38 @@ zones:
 	inCode.Zones = cfg.Zones
 	if err := inCode.Validate(); err != nil {
 		t.Fatalf("a feedback block built in code with zero bounds (the defaults): %v", err)
+	}
+}
+
+// TestFeedbackConfigRefusesZerosFromEnv: an environment override of a
+// bound to 0 is refused with its key as the file's is; a positive one is
+// taken.
+func TestFeedbackConfigRefusesZerosFromEnv(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dns.yaml")
+	text := ` # the file sets no bound: the environment alone does
+feedback: {nats: "nats://127.0.0.1:1"}
+zones:
+  - origin: corral.test
+    soa: {mname: ns1.corral.test, rname: hostmaster.corral.test, serial: 1}
+    ns: [ns1.corral.test]
+    records:
+      - {name: ns1, type: A, values: [127.0.0.1]}
+`
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CORRAL_DNS_FEEDBACK_HYSTERESIS", "0")
+	t.Setenv("CORRAL_DNS_FEEDBACK_MAX_STEP", "0.5")
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "feedback.hysteresis: ") || !strings.Contains(err.Error(), "0 is not usable") {
+		t.Fatalf("CORRAL_DNS_FEEDBACK_HYSTERESIS=0: %v, want an error naming feedback.hysteresis", err)
+	}
+	t.Setenv("CORRAL_DNS_FEEDBACK_HYSTERESIS", "0.02")
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := cfg.Feedback.bounds(); b.Hysteresis != 0.02 || b.MaxStep != 0.5 {
+		t.Fatalf("bounds %+v: want the environment's hysteresis 0.02 and max_step 0.5", b)
 	}
 }
 
