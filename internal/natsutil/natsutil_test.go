@@ -122,12 +122,16 @@ func TestClusterRoutesMessagesBetweenMembers(t *testing.T) {
 			t.Fatalf("no message across the cluster: %v", err)
 		}
 	}
-	// Clustered JetStream answers on every member.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	// Clustered JetStream answers on every member. Each try gets its own
+	// few seconds: a request sent while the meta leader is (re)elected can
+	// go unanswered, and one try with the whole budget failed CI on a
+	// loaded machine (2026-12-01, 20 s). The overall bound guards a hang.
+	end := time.Now().Add(2 * time.Minute)
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = EnsureStream(ctx, c.JS, jetstream.StreamConfig{Name: "C", Subjects: []string{"c.>"}, Storage: jetstream.MemoryStorage})
-		if err == nil || ctx.Err() != nil {
+		cancel()
+		if err == nil || time.Now().After(end) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -151,7 +155,7 @@ func TestScaleStreamRaisesReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard (see above)
 	defer cancel()
 	if _, err := EnsureStream(ctx, c.JS, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.MemoryStorage, Replicas: 1}); err != nil {
 		t.Fatal(err)
