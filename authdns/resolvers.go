@@ -19,7 +19,7 @@ import (
 const (
 	// DefaultResolverWindow is the window over which resolvers' query
 	// rates are measured: a TTL's worth of queries at the default TTL.
-	DefaultResolverWindow = 60 * time.Second
+	DefaultResolverWindow = answer.DefaultClassWindow
 	// DefaultResolverTable is the number of resolvers each table tracks
 	// (one table per UDP socket and one for TCP; 16 bytes a slot).
 	DefaultResolverTable = 4096
@@ -166,8 +166,9 @@ const (
 	countMax  = 1<<countBits - 1
 	// phases is the resolution of the sliding window: the estimate is
 	// the current window's count plus the previous window's, weighted
-	// by the part of it still inside the sliding window, in eighths.
-	phases = 8
+	// by the part of it still inside the sliding window, in eighths
+	// (answer.WindowQueries, which the simulator counts by too).
+	phases = answer.WindowPhases
 )
 
 // counts unpacks v as of epoch: the previous and current window's counts
@@ -206,7 +207,7 @@ func bumpWindow(v, epoch uint64) uint64 {
 // phase (in eighths) of the current window, epoch.
 func estimate(v, epoch, phase uint64) uint64 {
 	prev, cur := counts(v, epoch)
-	return cur + prev*(phases-phase)/phases
+	return answer.WindowQueries(prev, cur, phase)
 }
 
 // ways is the number of slots of a bucket of a resolver table.
@@ -418,9 +419,7 @@ func (r *resolvers) run(ctx context.Context, now func() time.Time) {
 // tick moves the sliding window to now and classes every resolver of
 // every table by its share of the queries.
 func (r *resolvers) tick(now time.Time) {
-	d := max(now.Sub(r.start), 0)
-	epoch := 1 + uint64(d/r.cfg.Window)
-	phase := uint64(d%r.cfg.Window) * phases / uint64(r.cfg.Window)
+	epoch, phase := answer.WindowAt(now.Sub(r.start), r.cfg.Window)
 	r.clock.Store(epoch<<8 | phase)
 	r.mu.Lock()
 	tables := slices.Clone(r.tables)

@@ -53,8 +53,10 @@ type Scenario struct {
 	data []byte
 	set  map[string]bool
 	// feedbackSwept marks a variant whose dns.feedback a sweep turned on
-	// or off: its bounds are the file's for both.
-	feedbackSwept bool
+	// or off: its bounds are the file's for both. resolversSwept is the
+	// same for dns.resolvers.
+	feedbackSwept  bool
+	resolversSwept bool
 }
 
 // Population says how many devices there are and how they divide.
@@ -136,6 +138,36 @@ type DNS struct {
 	// effective weights of the weighted, weighted-subset and multivalue
 	// policies. Off unless Enabled (or a sweep turns it on).
 	Feedback Feedback `yaml:"feedback"`
+	// Resolvers is authdns's resolver-aware answers: each resolver's
+	// share of the queries classes it big or small, and big resolvers get
+	// BigN records. Off unless Enabled (or a sweep turns it on).
+	Resolvers Resolvers `yaml:"resolvers"`
+	// BigN is the most records of an answer to a big resolver of the
+	// multivalue and weighted-subset policies, and of weighted with
+	// BigWeightedSubset (authdns's per-set big_n): 0 means every healthy
+	// record; at least MaxAnswers otherwise.
+	BigN int `yaml:"big_n"`
+	// BigWeightedSubset answers big resolvers of the weighted policy with
+	// a weighted subset of BigN records instead of one (authdns's
+	// big_weighted_subset).
+	BigWeightedSubset bool `yaml:"big_weighted_subset"`
+}
+
+// Resolvers is resolver-aware answers as authdns runs them (its
+// `resolvers` block): the queries each modelled resolver sends (one when
+// a cached answer expires) are counted over a sliding Window, and every
+// Window/8 each resolver is classed big when it sent more than BigShare
+// of them (authdns/answer's ClassConfig.Of). The defaults are authdns's.
+// authdns's table_size and prefixes have no counterpart: the simulator
+// counts each resolver exactly. The zero value is off.
+type Resolvers struct {
+	// Enabled turns resolver-aware answers on.
+	Enabled bool `yaml:"enabled"`
+	// Window is the sliding window of the query shares (default 60s).
+	Window time.Duration `yaml:"window"`
+	// BigShare: a resolver that sends more than this share of the
+	// queries is big (default 0.01; 0 < BigShare < 1).
+	BigShare float64 `yaml:"big_share"`
 }
 
 // Feedback is load feedback as authdns runs it (its `feedback` config):

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/corralhq/corral/authdns/answer"
 )
 
 // Sweep lists values to try for a few axes of a scenario. An empty axis
@@ -21,6 +23,10 @@ type Sweep struct {
 	// DNSFeedback lists load feedback off and on (DNS.Feedback.Enabled),
 	// with the bounds dns.feedback gives: the same run with and without.
 	DNSFeedback []bool `yaml:"dns_feedback"`
+	// DNSResolvers lists resolver-aware answers off and on
+	// (DNS.Resolvers.Enabled), with the window and share dns.resolvers
+	// gives.
+	DNSResolvers []bool `yaml:"dns_resolvers"`
 	// OriginCount lists counts for the first origin group. Each origin
 	// keeps every figure the file gives it (max_connections, or the share
 	// of headroom it has at the file's count, max_new_per_second,
@@ -42,7 +48,8 @@ type Variant struct {
 
 // Variants expands s into one validated Scenario per combination of its
 // sweep, in the order the file lists the values (DNS policy outermost,
-// then DNS feedback, backoff, overload, origin count).
+// then DNS feedback, resolver-aware answers, backoff, overload, origin
+// count).
 func (s *Scenario) Variants() ([]Variant, error) {
 	backoffs := orNil(s.Sweep.Backoff)
 	modes := orNil(s.Sweep.Overload)
@@ -61,18 +68,27 @@ func (s *Scenario) Variants() ([]Variant, error) {
 	if len(feedbacks) == 0 {
 		feedbacks = []*bool{nil}
 	}
+	var resolvers []*bool
+	for i := range s.Sweep.DNSResolvers {
+		resolvers = append(resolvers, &s.Sweep.DNSResolvers[i])
+	}
+	if len(resolvers) == 0 {
+		resolvers = []*bool{nil}
+	}
 	var out []Variant
 	for _, pol := range policies {
 		for _, fb := range feedbacks {
-			for _, b := range backoffs {
-				for _, m := range modes {
-					for _, c := range counts {
-						v, name := s.variant(axes{pol, fb, b, m, c})
-						v.WithDefaults()
-						if err := v.Validate(); err != nil {
-							return nil, fmt.Errorf("scenario: variant %s: %w", name, err)
+			for _, rs := range resolvers {
+				for _, b := range backoffs {
+					for _, m := range modes {
+						for _, c := range counts {
+							v, name := s.variant(axes{pol, fb, rs, b, m, c})
+							v.WithDefaults()
+							if err := v.Validate(); err != nil {
+								return nil, fmt.Errorf("scenario: variant %s: %w", name, err)
+							}
+							out = append(out, Variant{Name: name, Scenario: v})
 						}
-						out = append(out, Variant{Name: name, Scenario: v})
 					}
 				}
 			}
@@ -83,11 +99,12 @@ func (s *Scenario) Variants() ([]Variant, error) {
 
 // axes is one combination of a sweep's values; nil is the file's own.
 type axes struct {
-	policy   *string
-	feedback *bool
-	backoff  *string
-	overload *string
-	count    *int
+	policy    *string
+	feedback  *bool
+	resolvers *bool
+	backoff   *string
+	overload  *string
+	count     *int
 }
 
 // variant is s with one combination of its sweep applied (nil: the file's
@@ -100,10 +117,24 @@ func (s *Scenario) variant(a axes) (*Scenario, string) {
 	if pol != nil {
 		v.DNS.Policy = *pol
 		name = append(name, "dns="+*pol)
+		// The set's fields the swept policy does not read are dropped,
+		// as authdns/answer refuses them.
+		if p, err := answer.ParsePolicy(*pol); err == nil {
+			if !p.Uses(answer.FieldBigSubset) {
+				v.DNS.BigWeightedSubset = false
+			}
+			if !p.Uses(answer.FieldBigN) {
+				v.DNS.BigN = 0
+			}
+		}
 	}
 	if a.feedback != nil {
 		v.DNS.Feedback.Enabled, v.feedbackSwept = *a.feedback, true
 		name = append(name, map[bool]string{false: "feedback=off", true: "feedback=on"}[*a.feedback])
+	}
+	if a.resolvers != nil {
+		v.DNS.Resolvers.Enabled, v.resolversSwept = *a.resolvers, true
+		name = append(name, map[bool]string{false: "resolvers=off", true: "resolvers=on"}[*a.resolvers])
 	}
 	if b != nil {
 		v.Client.Backoff = retune(v.Client.Backoff, *b)

@@ -76,6 +76,8 @@ func (s *Scenario) WithDefaults() {
 	orDefault(s, "dns.feedback.max_step", &fb.MaxStep, fd.MaxStep)
 	orDefault(s, "dns.feedback.hysteresis", &fb.Hysteresis, fd.Hysteresis)
 	orDefault(s, "dns.feedback.timeout", &fb.Timeout, fd.Timeout)
+	orDefault(s, "dns.resolvers.window", &d.Resolvers.Window, answer.DefaultClassWindow)
+	orDefault(s, "dns.resolvers.big_share", &d.Resolvers.BigShare, answer.DefaultBigShare)
 	orDefault(s, "edge.pick", &s.Edge.Pick, "first")
 	orDefault(s, "edge.streams_per_connection", &s.Edge.StreamsPerConnection, 1)
 	orDefault(s, "edge.attempts", &s.Edge.Attempts, 1)
@@ -170,6 +172,7 @@ func (s *Scenario) Validate() error {
 	c.Geography.validate(bad)
 	c.DNS.validate(bad, len(c.Origins))
 	c.validateFeedback(bad)
+	c.validateResolvers(bad)
 	oneOf(&errs, "edge.pick", c.Edge.Pick, picks)
 	if c.Edge.StreamsPerConnection < 1 || c.Edge.StreamsPerConnection > 1_000_000 {
 		bad("edge.streams_per_connection", "must be in [1, 1000000], got %d", c.Edge.StreamsPerConnection)

@@ -123,6 +123,7 @@ func (s *Sim) finishStep(t int, st *Step) {
 		sum.PeakImbalance = math.Max(sum.PeakImbalance, busiest/(upConns/upN))
 	}
 	st.Waiting = s.wheel.total
+	st.BigResolvers = s.dns.classes.bigNow()
 	for _, n := range s.offline {
 		st.Offline += n
 	}
@@ -306,6 +307,7 @@ func (s *Sim) Result() *Result {
 	if s.tenants != nil {
 		sum.Tenants = s.tenants.summary(s.dns)
 	}
+	sum.Resolvers = s.dns.classes.summary()
 	sum.Elapsed = time.Since(s.start)
 	return r
 }

@@ -1,6 +1,10 @@
 package sim
 
-import "time"
+import (
+	"time"
+
+	"github.com/corralhq/corral/authdns/answer"
+)
 
 // Cause is why a connection attempt failed.
 type Cause int
@@ -85,6 +89,9 @@ type Step struct {
 	RequestErrorRate float64 `json:"request_error_rate"`
 	// Origins is the state of each origin at the end of the step.
 	Origins []OriginStep `json:"origins"`
+	// BigResolvers is the number of resolvers classed big at the end of
+	// the step (dns.resolvers; 0 and left out otherwise).
+	BigResolvers int `json:"big_resolvers,omitempty"`
 }
 
 // OriginStep is one origin at the end of a step.
@@ -215,6 +222,8 @@ type Summary struct {
 	TimeToSettle float64 `json:"time_to_settle_sec"`
 	// Tenants summarises tenant isolation when the scenario has poison.
 	Tenants *TenantSummary `json:"tenants,omitempty"`
+	// Resolvers counts resolver-aware answers when dns.resolvers is on.
+	Resolvers *ResolverSummary `json:"resolvers,omitempty"`
 	// Elapsed is the wall time of the run.
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
@@ -234,4 +243,21 @@ type TenantSummary struct {
 	// shares at least one, and all, of its workers with the poison hand.
 	PredictedAffected  float64 `json:"predicted_affected"`
 	PredictedFullyDown float64 `json:"predicted_fully_down"`
+}
+
+// ResolverSummary counts resolver-aware answers (dns.resolvers) over the
+// run, as authdns's corral_dns_resolver_* metrics count them: by class,
+// in answer.Class order (small, big).
+type ResolverSummary struct {
+	// Resolvers is the number of resolvers modelled.
+	Resolvers int `json:"resolvers"`
+	// PeakBig is the most resolvers classed big at once, first at
+	// PeakBigAt (seconds; -1 when none ever was).
+	PeakBig   int     `json:"peak_big"`
+	PeakBigAt float64 `json:"peak_big_at"`
+	// Queries counts the resolvers' queries by the class they were
+	// answered as, Records the records of those answers: Records over
+	// Queries is the mean records per answer of each class.
+	Queries [answer.NumClasses]int64 `json:"queries"`
+	Records [answer.NumClasses]int64 `json:"records"`
 }

@@ -120,3 +120,33 @@ func TestFeedbackScenarioIsCDN(t *testing.T) {
 		t.Errorf("cdn-feedback.yaml's inputs differ from cdn.yaml's:\n%s\n%s", b, a)
 	}
 }
+
+// TestResolversScenarioIsCDN: scenarios/cdn-resolvers.yaml is the fleet
+// and event of scenarios/cdn.yaml at 6 load balancers, input for input;
+// only its name, routing policy, resolver-aware answers and sweep differ.
+func TestResolversScenarioIsCDN(t *testing.T) {
+	cdn, err := scenario.Load("../scenarios/cdn.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := scenario.Load("../scenarios/cdn-resolvers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rs.Sweep.DNSPolicy, cdn.Sweep.DNSPolicy) || rs.Origins[0].Count != 6 || !slices.Contains(cdn.Sweep.OriginCount, 6) {
+		t.Errorf("cdn-resolvers sweeps %v over %d load balancers; cdn.yaml %v over %v", rs.Sweep.DNSPolicy, rs.Origins[0].Count, cdn.Sweep.DNSPolicy, cdn.Sweep.OriginCount)
+	}
+	rs.Name, rs.Description, rs.Sweep, rs.DNS.Policy = cdn.Name, cdn.Description, cdn.Sweep, cdn.DNS.Policy
+	rs.DNS.Resolvers, rs.DNS.BigN, rs.DNS.BigWeightedSubset = cdn.DNS.Resolvers, cdn.DNS.BigN, cdn.DNS.BigWeightedSubset
+	a, err := json.Marshal(cdn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Errorf("cdn-resolvers.yaml's inputs differ from cdn.yaml's:\n%s\n%s", b, a)
+	}
+}

@@ -73,6 +73,9 @@ type dnsModel struct {
 	scratch    []int
 	rng        *rand.PCG
 	dealer     *shard.Dealer
+	// classes are the resolvers' classes of resolver-aware answers, nil
+	// when dns.resolvers is off.
+	classes *resolverClasses
 }
 
 // healthView is the DNS health view: the origins the health checks believe
@@ -114,6 +117,14 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 	if pol.Uses(answer.FieldN) {
 		cfg.N = sc.DNS.MaxAnswers
 	}
+	if sc.DNS.Resolvers.Enabled {
+		if pol.Uses(answer.FieldBigSubset) {
+			cfg.BigSubset = sc.DNS.BigWeightedSubset
+		}
+		if pol.Uses(answer.FieldBigN) && (cfg.BigSubset || !pol.Uses(answer.FieldBigSubset)) {
+			cfg.BigN = sc.DNS.BigN
+		}
+	}
 	d := &dnsModel{rng: rng}
 	if pol.Uses(answer.FieldDealer) {
 		secret := make([]byte, shard.SecretSize)
@@ -154,11 +165,29 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 				// moments before the run: the first expiry is uniform
 				// over the TTL.
 				res.expiry[t] = r.IntN(d.ttlSteps)
-				res.answers[t] = d.query(t)
+				res.answers[t] = d.query(t, answer.ClassSmall)
 			}
 			d.byPoP[k] = append(d.byPoP[k], len(d.resolvers))
 			d.resolvers = append(d.resolvers, res)
 		}
+	}
+	if d.classes = newResolverClasses(sc, len(d.resolvers), d.ttlSteps); d.classes != nil {
+		// The answers held at the start were taken before the run, by
+		// the classes authdns had then: those of big resolvers are
+		// taken again as big (after every other draw, so that a run
+		// in which no resolver is big draws as one without classes).
+		held, err := d.classes.warm(d.resolvers, d.ttlSteps)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, cs := range held {
+			for t, c := range cs {
+				if c != answer.ClassSmall {
+					d.resolvers[i].answers[t] = d.query(t, c)
+				}
+			}
+		}
+		d.classes.counting = true
 	}
 	return d, hv, nil
 }
@@ -166,8 +195,10 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 // tenantName is the label of tenant t in shuffle-sharded queries.
 func tenantName(t int) string { return fmt.Sprintf("tenant-%d", t) }
 
-func (d *dnsModel) query(tenant int) []int {
-	q := answer.Query{}
+// query asks the set for tenant's name on behalf of a resolver of class
+// c and returns the answer.
+func (d *dnsModel) query(tenant int, c answer.Class) []int {
+	q := answer.Query{Class: c}
 	if d.perTenant {
 		q.Key = d.tenantKeys[tenant]
 	}
@@ -179,11 +210,21 @@ func (d *dnsModel) query(tenant int) []int {
 // reports whether any did.
 func (d *dnsModel) refresh(now int) bool {
 	changed := false
+	if d.classes != nil {
+		d.classes.advance(now)
+	}
 	for i := range d.resolvers {
 		r := &d.resolvers[i]
 		for t := range r.expiry {
 			if r.expiry[t] <= now {
-				r.answers[t] = d.query(t)
+				c := answer.ClassSmall
+				if d.classes != nil {
+					c = d.classes.query(i)
+				}
+				r.answers[t] = d.query(t, c)
+				if d.classes != nil {
+					d.classes.answered(c, len(r.answers[t]))
+				}
 				r.expiry[t] = now + d.ttlSteps
 				changed = true
 			}
