@@ -168,7 +168,7 @@ func newAgentKraken(a *assignment, ac AgentConfig) (*Kraken, error) {
 		// freezes, unhealthy spells: it holds the way to reach them); an
 		// agent only marks the storm.
 		MassClose: func(context.Context, int) error { return nil },
-		Kill:      func(context.Context, int, bool) (func() error, error) { return nil, nil },
+		Kill:      func(context.Context, KillRequest) (func() error, error) { return nil, nil },
 		Unhealthy: func(context.Context, int) (func() error, error) { return nil, nil },
 		Pollers:   a.Pollers, Dialers: a.Dialers, ProgressEvery: a.Every, Settle: a.Settle, Logger: ac.Logger,
 	}

@@ -45,11 +45,13 @@ type Config struct {
 	// of origins the scenario names. A scenario with a mass close and no
 	// MassClose is refused before the run starts.
 	MassClose func(ctx context.Context, origins int) error
-	// Kill, when set, signals that many origin processes (traffic.kill):
-	// SIGKILL (a crash), or with freeze SIGSTOP, when it returns thaw,
-	// which resumes them (SIGCONT). Processes.Kill does it to processes of
-	// this machine. A scenario with a kill and no Kill is refused.
-	Kill func(ctx context.Context, origins int, freeze bool) (thaw func() error, err error)
+	// Kill, when set, signals origin processes: the request's count of
+	// them (traffic.kill), or the one origin it names (traffic.poison:
+	// the origin a poison tenant's session reached). SIGKILL (a crash),
+	// or with Freeze SIGSTOP, when it returns thaw, which resumes them
+	// (SIGCONT). Processes.Kill does it to processes of this machine. A
+	// scenario with a kill or a poison tenant and no Kill is refused.
+	Kill func(ctx context.Context, k KillRequest) (thaw func() error, err error)
 	// Unhealthy, when set, makes that many origins fail their health
 	// checks while they keep their sessions (traffic.unhealthy), and
 	// returns restore, which makes them healthy again. A scenario with an
@@ -94,6 +96,19 @@ type Config struct {
 	AtEnd func()
 	// Logger receives the run's logs; nil discards them.
 	Logger *slog.Logger
+}
+
+// KillRequest is what Config.Kill is asked to do.
+type KillRequest struct {
+	// Origins is how many origins to signal: the next ones, in the
+	// target's own order (traffic.kill's count). Ignored when Node is set.
+	Origins int
+	// Node, when set, names the one origin to signal: the node id it gives
+	// in its Welcome (through an edge, the part after the last "/"), as a
+	// poison tenant's session saw it.
+	Node string
+	// Freeze asks for SIGSTOP (and a thaw) instead of SIGKILL.
+	Freeze bool
 }
 
 // DefaultConfig returns a Config with every default set (Targets and

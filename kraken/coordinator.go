@@ -126,6 +126,9 @@ func NewCoordinator(sc *scenario.Scenario, cfg Config, split Split) (*Coordinato
 	if cfg.Resolve != nil || cfg.AtEnd != nil {
 		errs = append(errs, errors.New("kraken: Config.Resolve and Config.AtEnd run in one process only; a split run's agents resolve through Resolver"))
 	}
+	if len(sc.Traffic.Poison) > 0 {
+		errs = append(errs, fmt.Errorf("kraken: %w", sc.Locate(scenario.Errorf("traffic.poison", "a poison tenant runs in one process only (its kills follow its sessions' Welcomes): run it with --agents 1"))))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ type device struct {
 	prio   uint8 // 0 (P0) .. 2
 	tenant uint16
 	region atomic.Uint32 // index of the device's region (Config.Regions)
-	node   *atomic.Int64 // sessions held on the origin of the held session (under mu)
+	node   *originCount  // the origin of the held session (under mu)
 
 	mu        sync.Mutex
 	state     uint8
@@ -109,6 +109,7 @@ func (d *device) attempt() {
 	}
 	d.schedule(d.r.connectTimeout, func() { d.timeout(gen) })
 	d.mu.Unlock()
+	d.r.poisonAttempt(d, now)
 	d.r.rec.attempt(now)
 	d.r.attempts.Add(1)
 	d.r.dial(d, gen)
@@ -176,7 +177,9 @@ func (d *device) failLocked(reason string, cl wire.Close) {
 		delay = d.retry.NextAfter(cl.RetryAfter)
 		d.schedule(delay, d.attempt)
 	}
+	at := d.attemptAt
 	d.mu.Unlock()
+	d.r.poisonFailed(d, at)
 	d.r.rec.failure(reason, int(d.prio))
 	d.r.rec.failedAt(time.Now(), int(d.prio))
 	if terminal {
@@ -262,8 +265,10 @@ func (d *device) welcome(w *wsConn, wl *corralv1.Welcome, now time.Time) {
 	storm, down, tries := d.storm, d.downAt, d.tries
 	d.storm, d.tries = -1, 0
 	d.node = d.r.originHeld(wl.GetNodeId())
-	d.node.Add(1)
+	d.node.held.Add(1)
+	at := d.attemptAt
 	d.mu.Unlock()
+	d.r.poisonWelcome(d, at, wl.GetNodeId())
 	d.r.held.Add(1)
 	rec := d.r.rec
 	rec.res.Latency.Welcome.Record(lat)
@@ -396,6 +401,7 @@ func (d *device) ended(w *wsConn, reason string, cl wire.Close) {
 	}
 	// A held session ended: the device starts to recover.
 	d.r.held.Add(-1)
+	d.r.poisonLost(d, time.Now())
 	d.leftOrigin()
 	d.r.lastLoss.Store(time.Now().UnixNano())
 	storm := d.pending
@@ -472,7 +478,7 @@ func (d *device) stop() {
 // leftOrigin counts the held session off its origin (caller holds mu).
 func (d *device) leftOrigin() {
 	if d.node != nil {
-		d.node.Add(-1)
+		d.node.held.Add(-1)
 		d.node = nil
 	}
 }

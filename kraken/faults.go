@@ -180,9 +180,9 @@ func (r *runner) fireOriginStorm(ctx context.Context, i int, s stormEvent) {
 	case "mass_close":
 		err = r.cfg.MassClose(ctx, s.origins)
 	case "kill":
-		_, err = r.cfg.Kill(ctx, s.origins, false)
+		_, err = r.cfg.Kill(ctx, KillRequest{Origins: s.origins})
 	case "freeze":
-		restore, err = r.cfg.Kill(ctx, s.origins, true)
+		restore, err = r.cfg.Kill(ctx, KillRequest{Origins: s.origins, Freeze: true})
 	case "unhealthy":
 		restore, err = r.cfg.Unhealthy(ctx, s.origins)
 	}

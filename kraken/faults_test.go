@@ -56,7 +56,7 @@ func TestFaultsRefusedWithoutTheirMeans(t *testing.T) {
 		}
 	}
 	nop := func() error { return nil }
-	cfg.Kill = func(context.Context, int, bool) (func() error, error) { return nop, nil }
+	cfg.Kill = func(context.Context, KillRequest) (func() error, error) { return nop, nil }
 	cfg.Unhealthy = func(context.Context, int) (func() error, error) { return nop, nil }
 	cfg.Regions = map[string][]string{"east": {"ws://127.0.0.1:1"}, "north": {"ws://127.0.0.1:2"}}
 	cfg.Origins = 1
@@ -107,8 +107,12 @@ func TestProcessesSignalAndUnhealthy(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer admin.Close()
+	hub1, err := ParseOrigin(fmt.Sprintf("pid=%d,admin=%s,node=hub-1", procs[0].Process.Pid, admin.URL))
+	if err != nil || hub1.Node != "hub-1" {
+		t.Fatalf("ParseOrigin with node= gave %+v, %v", hub1, err)
+	}
 	p := NewProcesses([]Origin{
-		{PID: procs[0].Process.Pid, Admin: admin.URL},
+		hub1,
 		{PID: procs[1].Process.Pid, Admin: admin.URL},
 		{PIDFile: pidFile, Admin: admin.URL},
 	})
@@ -124,7 +128,7 @@ func TestProcessesSignalAndUnhealthy(t *testing.T) {
 		_, after, _ := strings.Cut(string(b), ") ")
 		return after[0]
 	}
-	thaw, err := p.Kill(ctx, 2, true)
+	thaw, err := p.Kill(ctx, KillRequest{Origins: 2, Freeze: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,22 +136,28 @@ func TestProcessesSignalAndUnhealthy(t *testing.T) {
 	if state(2) == 'T' {
 		t.Fatal("a freeze of 2 origins stopped the third")
 	}
-	if _, err := p.Kill(ctx, 1, true); err != nil {
+	if _, err := p.Kill(ctx, KillRequest{Origins: 1, Freeze: true}); err != nil {
 		t.Fatalf("a freeze of the one origin not frozen: %v", err)
 	}
 	testkit.WaitFor(t, 10*time.Second, "the third origin (by its pid file) stopped", func() bool { return state(2) == 'T' })
-	if _, err := p.Kill(ctx, 1, true); err == nil || !strings.Contains(err.Error(), "a freeze of 1 origins, but only 0 of the 3 are left") {
+	if _, err := p.Kill(ctx, KillRequest{Origins: 1, Freeze: true}); err == nil || !strings.Contains(err.Error(), "a freeze of 1 origins, but only 0 of the 3 are left") {
 		t.Errorf("a fourth freeze: %v, want a refusal (none left)", err)
 	}
 	if err := thaw(); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 10*time.Second, "the first two origins running again", func() bool { return state(0) != 'T' && state(1) != 'T' })
-	if _, err := p.Kill(ctx, 1, false); err != nil {
+	if _, err := p.Kill(ctx, KillRequest{Node: "hub-9"}); err == nil || !strings.Contains(err.Error(), "a kill of origin node=hub-9, which no origin is") {
+		t.Errorf("a kill of an unknown node: %v, want a refusal naming it", err)
+	}
+	if _, err := p.Kill(ctx, KillRequest{Node: "hub-1"}); err != nil { // a poison's kill, by node
 		t.Fatal(err)
 	}
 	if err := <-waits[0]; err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("origin 1 ended with %v, want killed", err)
+	}
+	if _, err := p.Kill(ctx, KillRequest{Node: "hub-1"}); err == nil || !strings.Contains(err.Error(), "gone already") {
+		t.Errorf("a second kill of node hub-1: %v, want a refusal (gone)", err)
 	}
 	if err := p.Drain(ctx, 1); err != nil {
 		t.Fatal(err)
@@ -221,8 +231,8 @@ func TestFaultsRun(t *testing.T) {
 			note(fmt.Sprintf("unhealthy %d", n))
 			return func() error { east.SetUnhealthy(false); note("healthy"); return nil }, nil
 		},
-		Kill: func(_ context.Context, n int, freeze bool) (func() error, error) {
-			note(fmt.Sprintf("freeze %d %v", n, freeze))
+		Kill: func(_ context.Context, k KillRequest) (func() error, error) {
+			note(fmt.Sprintf("freeze %d %v", k.Origins, k.Freeze))
 			return func() error { note("thaw"); return nil }, nil
 		},
 		AtEnd: func() { atEnd = [2]int{east.Sessions(), west.Sessions()}; note("end") },

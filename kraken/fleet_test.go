@@ -21,10 +21,16 @@ func startFleet(t *testing.T) *fleet.Fleet {
 // startFleetConfig is startFleet with cfg.
 func startFleetConfig(t *testing.T, cfg fleet.Config) *fleet.Fleet {
 	t.Helper()
+	return startFleetWith(t, cfg, fleet.Options{})
+}
+
+// startFleetWith is startFleet with cfg and opts.
+func startFleetWith(t *testing.T, cfg fleet.Config, opts fleet.Options) *fleet.Fleet {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a NATS cluster and three hubs")
 	}
-	f, err := fleet.New(cfg, fleet.Options{})
+	f, err := fleet.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

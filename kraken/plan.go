@@ -62,10 +62,10 @@ type wave struct {
 	n        int
 }
 
-// stormEvent is a drop (share of the held sessions, cut by kraken) or a
-// mass close (origins closing theirs).
+// stormEvent is a storm of the run: a drop (share of the held sessions,
+// cut by kraken), a move, a poison tenant, or a primitive on origins.
 type stormEvent struct {
-	kind     string // "drop", "mass_close", "kill", "freeze", "unhealthy" or "move"
+	kind     string // "drop", "mass_close", "kill", "freeze", "unhealthy", "move" or "poison"
 	at       time.Duration
 	over     time.Duration
 	share    float64
@@ -73,6 +73,7 @@ type stormEvent struct {
 	dur      time.Duration // freeze, unhealthy: how long (0: to the end)
 	region   int           // drop: the region whose sessions drop (-1 all); move: from
 	toRegion int           // move: to
+	tenant   int           // poison: the tenant
 }
 
 type publishStream struct {
@@ -117,9 +118,6 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool, pt part) (*pla
 	if len(c.Traffic.RegionLoss) > 0 {
 		refuse("traffic.region_loss", "kraken does not run region loss yet")
 	}
-	if len(c.Traffic.Poison) > 0 {
-		refuse("traffic.poison", "kraken does not run a poison tenant yet")
-	}
 	if c.Client.RequestsPerSecond > 0 {
 		refuse("client.requests_per_second", "kraken does not send requests on held sessions yet")
 	}
@@ -131,6 +129,13 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool, pt part) (*pla
 	}
 	pl := &plan{}
 	pl.storms = originStorms(&c, cfg, refuse)
+	for i, q := range c.Traffic.Poison {
+		if cfg.Kill == nil {
+			refuse(fmt.Sprintf("traffic.poison[%d]", i), "the target has no way to kill the origins the poison tenant reaches (corral kraken run --origin pid=PID,node=ID, or Config.Kill)")
+			continue
+		}
+		pl.storms = append(pl.storms, stormEvent{kind: "poison", at: q.At, tenant: q.Tenant})
+	}
 	var regionShares []float64
 	pl.regions, regionShares = regionsOf(&c, cfg, refuse)
 	regionOf := func(name string) int { return slices.Index(pl.regions, name) }

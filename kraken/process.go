@@ -26,16 +26,19 @@ type Origin struct {
 	// (http://127.0.0.1:9080), whose POST /health/unhealthy and
 	// /health/healthy pages (a hub's) an unhealthy storm calls.
 	Admin string
+	// Node is the origin's node id, as its Welcome names it (a hub's
+	// node_id): a poison tenant's kill asks for the origin by it.
+	Node string
 }
 
-// ParseOrigin reads an origin from "pid=N", "pidfile=FILE" and
-// "admin=URL", comma-separated (the form of corral kraken run --origin).
+// ParseOrigin reads an origin from "pid=N", "pidfile=FILE", "admin=URL"
+// and "node=ID", comma-separated (the form of corral kraken run --origin).
 func ParseOrigin(s string) (Origin, error) {
 	var o Origin
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || v == "" {
-			return o, fmt.Errorf("kraken: origin %q: want pid=N, pidfile=FILE or admin=URL, comma-separated", s)
+			return o, fmt.Errorf("kraken: origin %q: want pid=N, pidfile=FILE, admin=URL or node=ID, comma-separated", s)
 		}
 		switch k {
 		case "pid":
@@ -51,8 +54,10 @@ func ParseOrigin(s string) (Origin, error) {
 				return o, fmt.Errorf("kraken: origin %q: admin %q: want http://host:port", s, v)
 			}
 			o.Admin = strings.TrimSuffix(v, "/")
+		case "node":
+			o.Node = v
 		default:
-			return o, fmt.Errorf("kraken: origin %q: unknown key %q (want pid, pidfile or admin)", s, k)
+			return o, fmt.Errorf("kraken: origin %q: unknown key %q (want pid, pidfile, admin or node)", s, k)
 		}
 	}
 	if o.PID != 0 && o.PIDFile != "" {
@@ -127,6 +132,21 @@ func (p *Processes) pick(what string, n int, skip []bool) ([]int, error) {
 	return out, nil
 }
 
+// node returns the origin whose Node is node, an error when none is or it
+// is gone.
+func (p *Processes) node(what, node string) ([]int, error) {
+	for i, o := range p.origins {
+		if o.Node != node {
+			continue
+		}
+		if p.gone[i] {
+			return nil, fmt.Errorf("kraken: %s of origin node=%s, which is gone already", what, node)
+		}
+		return []int{i}, nil
+	}
+	return nil, fmt.Errorf("kraken: %s of origin node=%s, which no origin is (give --origin ...,node=%s)", what, node, node)
+}
+
 // pid reads the process id of origin i.
 func (p *Processes) pid(i int) (int, error) {
 	o := p.origins[i]
@@ -177,17 +197,23 @@ func (p *Processes) Drain(_ context.Context, n int) error {
 	return errors.Join(errs...)
 }
 
-// Kill sends SIGKILL to the next n origins not frozen, or with freeze
-// SIGSTOP to the next n not frozen; thaw sends those SIGCONT. It has
-// Config.Kill's signature.
-func (p *Processes) Kill(_ context.Context, n int, freeze bool) (thaw func() error, err error) {
+// Kill sends SIGKILL to the next k.Origins origins not frozen (or to the
+// one whose Node is k.Node), or with k.Freeze SIGSTOP to them; thaw sends
+// those SIGCONT. It has Config.Kill's signature.
+func (p *Processes) Kill(_ context.Context, k KillRequest) (thaw func() error, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	freeze := k.Freeze
 	what, sig := "a kill", syscall.SIGKILL
 	if freeze {
 		what, sig = "a freeze", sigStop
 	}
-	idx, err := p.pick(what, n, p.frozen)
+	var idx []int
+	if k.Node != "" {
+		idx, err = p.node(what, k.Node)
+	} else {
+		idx, err = p.pick(what, k.Origins, p.frozen)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
 package kraken
 
 import (
+	"context"
 	"net"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,7 +68,7 @@ func TestBadScenarioRefusedBeforeAnything(t *testing.T) {
 		"refused.yaml:5:3: population.protocol: kraken runs websocket devices only",
 		"refused.yaml:9:3: client.requests_per_second:",
 		"refused.yaml:11:3: traffic.region_loss:",
-		"refused.yaml:13:3: traffic.poison:",
+		"refused.yaml:14:7: traffic.poison[0]: the target has no way to kill the origins",
 		"refused.yaml:16:28: traffic.disconnects[0].region:",
 		"refused.yaml:17:3: traffic.mass_close: the target has no way",
 		"refused.yaml:19:3: traffic.publish: no publish URL",
@@ -140,5 +142,30 @@ origins: [{name: hub, headroom: 2, max_new_per_second: 100}]
 				t.Errorf("New = %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPoisonRefusedInASplitRun: a poison tenant's kills follow its
+// sessions' Welcomes, which one process sees: NewCoordinator refuses it
+// with its line, New runs it with Config.Kill.
+func TestPoisonRefusedInASplitRun(t *testing.T) {
+	sc := loadScenario(t, "poison.yaml", `
+name: poison
+duration: 1s
+population: {devices: 4, protocol: websocket, tenants: 2}
+dns: {policy: multivalue}
+origins: [{name: hub, headroom: 2, max_new_per_second: 100}]
+traffic:
+  poison:
+    - {at: 0s, tenant: 1}
+`)
+	cfg := Config{Targets: []string{"ws://127.0.0.1:1/v1/ws"}, Token: testToken(testSecret),
+		Kill: func(context.Context, KillRequest) (func() error, error) { return nil, nil }}
+	_, err := NewCoordinator(sc, cfg, Split{Agents: 2, Command: func(string, string) *exec.Cmd { return nil }})
+	if err == nil || !strings.Contains(err.Error(), "poison.yaml:7:3: traffic.poison: a poison tenant runs in one process only") {
+		t.Errorf("NewCoordinator = %v, want the poison refused with its line", err)
+	}
+	if _, err := New(sc, cfg); err != nil {
+		t.Errorf("New refused a poison with Config.Kill: %v", err)
 	}
 }

@@ -24,16 +24,16 @@ func loadShipped(t *testing.T, name string) *scenario.Scenario {
 // the last one down (the first one serves the publish API). A fleet's
 // hubs run in this process, so a freeze (SIGSTOP) cannot be had; it is
 // an error.
-func fleetKill(f *fleet.Fleet) func(context.Context, int, bool) (func() error, error) {
+func fleetKill(f *fleet.Fleet) func(context.Context, KillRequest) (func() error, error) {
 	var mu sync.Mutex
 	next := len(f.Hubs()) - 1
-	return func(_ context.Context, n int, freeze bool) (func() error, error) {
-		if freeze {
+	return func(_ context.Context, k KillRequest) (func() error, error) {
+		if k.Freeze {
 			return nil, fmt.Errorf("kraken: the fleet's hubs run in this process: no freeze")
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		for range n {
+		for range k.Origins {
 			if next < 1 {
 				return nil, fmt.Errorf("kraken: no hub left to kill but the publishing one")
 			}

@@ -1,9 +1,11 @@
 package kraken
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -130,12 +132,70 @@ type Storm struct {
 	DroppedByPriority   Counts                `json:"dropped_by_priority"`
 	BackAfterByPriority map[string]*Histogram `json:"back_after_by_priority"`
 
+	// Tenant is a poison storm's tenant ("t0").
+	Tenant string `json:"tenant,omitempty"`
+	// Killed are the origins a poison storm killed (each origin that held
+	// or welcomed a session of its tenant from its start on), in the order
+	// of the kills.
+	Killed []KilledOrigin `json:"killed,omitempty"`
+	// Poisoned and Others are a poison storm's attempts of its tenant's
+	// devices and of the other tenants' (those no poison of the run
+	// names), from its start on.
+	Poisoned *TenantAttempts `json:"poisoned,omitempty"`
+	Others   *TenantAttempts `json:"others,omitempty"`
+
 	// Derived: time until 50, 90, 99 and 100 % of the dropped devices
 	// were back, in milliseconds; null when that share never came back.
 	Back50Ms  *float64 `json:"back_50_ms"`
 	Back90Ms  *float64 `json:"back_90_ms"`
 	Back99Ms  *float64 `json:"back_99_ms"`
 	Back100Ms *float64 `json:"back_100_ms"`
+	// OthersSuccess (derived, poison storms) is the other tenants'
+	// success: Others.Welcomes / (Others.Welcomes + Others.Failed), the
+	// share of their attempts from the poison's start on that got a
+	// Welcome; null when none ended.
+	OthersSuccess *float64 `json:"others_success,omitempty"`
+}
+
+// KilledOrigin is one origin a poison storm killed.
+type KilledOrigin struct {
+	// Origin is the origin's node id (through an edge, the part of the
+	// Welcome's node_id after the last "/").
+	Origin string `json:"origin"`
+	// AtSeconds is when the kill was asked for, in scenario time.
+	AtSeconds float64 `json:"at_seconds"`
+	// Error is why the kill failed; empty when it was done.
+	Error string `json:"error,omitempty"`
+}
+
+// TenantAttempts counts the attempts of a group of tenants' devices from
+// a poison's start on.
+type TenantAttempts struct {
+	// Attempts started from the poison's start on.
+	Attempts int64 `json:"attempts"`
+	// Welcomes and Failed are those attempts that got a Welcome, and
+	// those that failed (any reason of failures); the rest were in flight
+	// at the end.
+	Welcomes int64 `json:"welcomes"`
+	Failed   int64 `json:"failed"`
+	// Lost is the held sessions that ended from the poison's start on.
+	Lost int64 `json:"lost"`
+	// HeldAtStart and HeldAtEnd are the sessions held when the poison
+	// started and at the end of the run.
+	HeldAtStart int64 `json:"held_at_start"`
+	HeldAtEnd   int64 `json:"held_at_end"`
+}
+
+func (t *TenantAttempts) add(o *TenantAttempts) {
+	if t == nil || o == nil {
+		return
+	}
+	t.Attempts += o.Attempts
+	t.Welcomes += o.Welcomes
+	t.Failed += o.Failed
+	t.Lost += o.Lost
+	t.HeldAtStart += o.HeldAtStart
+	t.HeldAtEnd += o.HeldAtEnd
 }
 
 func newStorm(kind string, at time.Duration) *Storm {
@@ -209,6 +269,12 @@ func (r *Result) derive() {
 				s.Back100Ms = p
 			}
 		}
+		slices.SortStableFunc(s.Killed, func(a, b KilledOrigin) int { return cmp.Compare(a.AtSeconds, b.AtSeconds) })
+		s.OthersSuccess = nil
+		if o := s.Others; o != nil && o.Welcomes+o.Failed > 0 {
+			v := float64(o.Welcomes) / float64(o.Welcomes+o.Failed)
+			s.OthersSuccess = &v
+		}
 	}
 }
 
@@ -244,7 +310,7 @@ func (r *Result) Merge(o *Result) error {
 		return errors.New("kraken: merging results with different storms")
 	}
 	for i, s := range o.Storms {
-		if s.Kind != r.Storms[i].Kind || s.AtSeconds != r.Storms[i].AtSeconds {
+		if s.Kind != r.Storms[i].Kind || s.AtSeconds != r.Storms[i].AtSeconds || s.Tenant != r.Storms[i].Tenant {
 			return fmt.Errorf("kraken: storm %d differs between the results (%s at %vs, %s at %vs)", i, r.Storms[i].Kind, r.Storms[i].AtSeconds, s.Kind, s.AtSeconds)
 		}
 	}
@@ -307,6 +373,9 @@ func (r *Result) Merge(o *Result) error {
 		if d.Error == "" {
 			d.Error = s.Error
 		}
+		d.Killed = append(d.Killed, s.Killed...) // derive puts them in time order
+		d.Poisoned.add(s.Poisoned)
+		d.Others.add(s.Others)
 	}
 	r.derive()
 	return nil

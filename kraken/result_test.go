@@ -17,8 +17,9 @@ func feed(rnd *rand.Rand, t0 time.Time, recs ...*recorder) {
 		at := t0.Add(time.Duration(rnd.Int64N(int64(20 * time.Second))))
 		p := rnd.IntN(3)
 		d := time.Duration(rnd.Int64N(int64(3 * time.Second)))
-		k := rnd.IntN(9)
+		k := rnd.IntN(10)
 		reason := reasons[rnd.IntN(len(reasons))]
+		node := nodes[rnd.IntN(len(nodes))]
 		for _, rec := range recs {
 			switch k {
 			case 0:
@@ -44,6 +45,13 @@ func feed(rnd *rand.Rand, t0 time.Time, recs ...*recorder) {
 				rec.res.Latency.Deliver[priorityLabels[p]].Record(d)
 			case 8:
 				rec.terminal(p)
+			case 9: // a poison's counts and a kill
+				st := rec.res.Storms[2]
+				ta := []*TenantAttempts{st.Poisoned, st.Others}[p%2]
+				ta.Attempts, ta.Welcomes, ta.Failed, ta.Lost, ta.HeldAtEnd = ta.Attempts+2, ta.Welcomes+1, ta.Failed+1, ta.Lost+1, ta.HeldAtEnd+int64(p)
+				if p == 2 && reason == "timeout" {
+					st.Killed = append(st.Killed, KilledOrigin{Origin: node, AtSeconds: at.Sub(t0).Seconds()})
+				}
 			}
 		}
 	}
@@ -52,8 +60,15 @@ func feed(rnd *rand.Rand, t0 time.Time, recs ...*recorder) {
 func testRecorder(t0 time.Time) *recorder {
 	rec := &recorder{res: newResult("merge")}
 	rec.start.Store(t0.UnixNano())
-	rec.res.Storms = []*Storm{newStorm("drop", time.Second), newStorm("mass_close", 5*time.Second)}
+	rec.res.Storms = testStorms()
 	return rec
+}
+
+// testStorms are a drop, a mass close and a poison.
+func testStorms() []*Storm {
+	p := newStorm("poison", 3*time.Second)
+	p.Tenant, p.Poisoned, p.Others = "t0", &TenantAttempts{}, &TenantAttempts{}
+	return []*Storm{newStorm("drop", time.Second), newStorm("mass_close", 5*time.Second), p}
 }
 
 func asJSON(t *testing.T, r *Result) []byte {
@@ -96,7 +111,7 @@ func TestMergeIsExact(t *testing.T) {
 
 	merged := newResult("merge")
 	merged.Agents = 0
-	merged.Storms = []*Storm{newStorm("drop", time.Second), newStorm("mass_close", 5*time.Second)}
+	merged.Storms = testStorms()
 	for _, r := range []*Result{a.res, b.res} {
 		if err := merged.Merge(r); err != nil {
 			t.Fatal(err)
@@ -122,6 +137,9 @@ func TestMergeIsExact(t *testing.T) {
 	}
 	if !ja.Latency.Welcome.Equal(whole.res.Latency.Welcome) || ja.Storms[0].Back != whole.res.Storms[0].Back {
 		t.Error("histograms or storms not equal after the JSON round trip")
+	}
+	if p := ja.Storms[2]; p.Others.Attempts == 0 || p.OthersSuccess == nil || len(p.Killed) < 2 || p.Killed[0].AtSeconds > p.Killed[1].AtSeconds {
+		t.Errorf("poison storm after the merge: others %+v, success %v, killed %v; want counts, a success, kills in time order", *p.Others, p.OthersSuccess, p.Killed)
 	}
 	if whole.res.Storms[0].Back50Ms == nil {
 		t.Error("no back_50_ms in a storm with devices back")

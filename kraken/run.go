@@ -82,7 +82,9 @@ type runner struct {
 	epochs  map[string]string
 
 	nodeMu sync.Mutex
-	nodes  map[string]*atomic.Int64 // sessions held per origin (Welcome.node_id)
+	nodes  map[string]*originCount // sessions held per origin (Welcome.node_id)
+
+	poison poisons // the poison tenants' storms
 
 	pub *publisher
 
@@ -107,13 +109,19 @@ func (r *runner) intern(s string) string {
 	return s
 }
 
+// originCount is the sessions held on one origin (Welcome.node_id).
+type originCount struct {
+	name string
+	held atomic.Int64
+}
+
 // originHeld returns the counter of sessions held on node.
-func (r *runner) originHeld(node string) *atomic.Int64 {
+func (r *runner) originHeld(node string) *originCount {
 	r.nodeMu.Lock()
 	defer r.nodeMu.Unlock()
 	c, ok := r.nodes[node]
 	if !ok {
-		c = new(atomic.Int64)
+		c = &originCount{name: node}
 		r.nodes[node] = c
 	}
 	return c
@@ -125,7 +133,7 @@ func (r *runner) heldByOrigin() map[string]int64 {
 	defer r.nodeMu.Unlock()
 	out := make(map[string]int64, len(r.nodes))
 	for n, c := range r.nodes {
-		out[n] = c.Load()
+		out[n] = c.held.Load()
 	}
 	return out
 }
@@ -191,7 +199,7 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 	}
 	r := &runner{
 		cfg: cfg, pl: pl, codec: codec, connectTimeout: pl.connectTimeout,
-		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{}, ended: make(chan struct{}), nodes: map[string]*atomic.Int64{},
+		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{}, ended: make(chan struct{}), nodes: map[string]*originCount{},
 		events: int64(len(pl.waves) + len(pl.storms) + len(pl.publishes)),
 	}
 	r.rec.start.Store(time.Now().Add(100 * 365 * 24 * time.Hour).UnixNano()) // warm-up: outside the series
@@ -243,6 +251,7 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 		r.devices = append(r.devices, d)
 	}
 	r.rec.res.Storms = pl.stormResults()
+	r.poison.init(pl)
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.ctx = rctx
@@ -269,6 +278,10 @@ func (pl *plan) stormResults() []*Storm {
 		}
 		if s.kind == "move" {
 			st.To = pl.regions[s.toRegion]
+		}
+		if s.kind == "poison" {
+			st.Tenant = "t" + strconv.Itoa(s.tenant)
+			st.Poisoned, st.Others = &TenantAttempts{}, &TenantAttempts{}
 		}
 		out = append(out, st)
 	}
@@ -376,6 +389,7 @@ func (r *runner) run(ctx context.Context) *Result {
 	res.Seconds = time.Since(t0).Seconds()
 	res.Devices = int64(len(r.devices))
 	r.progress(time.Now(), "end")
+	r.poisonEnd() // the kills asked for are done; the tenants' sessions counted
 	if cfg.AtEnd != nil {
 		cfg.AtEnd()
 	}
@@ -472,6 +486,8 @@ func (r *runner) fireStorm(ctx context.Context, i int, s stormEvent) {
 		}
 	case "move":
 		r.move(i, s.region, s.toRegion)
+	case "poison":
+		r.poisonStart(i)
 	default:
 		r.fireOriginStorm(ctx, i, s)
 	}

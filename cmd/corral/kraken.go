@@ -69,8 +69,10 @@ warm-up of the initial devices, arrivals at their rate, publishes through
 (--drain-pid: SIGTERM to a hub process, whose drain closes its sessions
 with a retry hint), kills and freezes of origin processes (--origin pid=N
 or pidfile=FILE), origins marked unhealthy (--origin admin=URL: a hub's
-POST /health/unhealthy) and moves of a region's devices (--region
-NAME=URL), until duration or a stop condition. A key it cannot run yet is refused with its
+POST /health/unhealthy), moves of a region's devices (--region
+NAME=URL) and poison tenants (each origin a poison tenant's session
+reaches is killed: --origin ...,node=ID names the hub's node_id), until
+duration or a stop condition. A key it cannot run yet is refused with its
 file and line before anything starts.
 
 Past --devices-per-agent devices (18,000: the file limit here is 20,000),
@@ -105,7 +107,7 @@ result (documented in kraken/README.md) to stdout, or to --out FILE;
 	fl.StringVar(&f.kid, "kid", "", "key id put in the token header (must match the key's id when set)")
 	fl.StringVar(&f.sources, "sources", "", "local address range of the connections (default 127.64.0.0/10)")
 	fl.IntSliceVar(&f.drainPIDs, "drain-pid", nil, "hub process ids a mass close drains with SIGTERM, in order (needed by traffic.mass_close)")
-	fl.StringArrayVar(&f.origins, "origin", nil, "an origin the storms act on, in order (repeatable): pid=N or pidfile=FILE (traffic.kill, and traffic.mass_close without --drain-pid), admin=http://HOST:PORT (traffic.unhealthy), comma-separated")
+	fl.StringArrayVar(&f.origins, "origin", nil, "an origin the storms act on, in order (repeatable): pid=N or pidfile=FILE (traffic.kill, and traffic.mass_close without --drain-pid), admin=http://HOST:PORT (traffic.unhealthy), node=ID (its node_id: traffic.poison), comma-separated")
 	fl.StringArrayVar(&f.regions, "region", nil, "NAME=ws://HOST:PORT/v1/ws: a target of region NAME of the scenario's origins (repeatable; needed by traffic.move and a region's traffic.disconnects)")
 	fl.StringVar(&f.out, "out", "", "write the JSON result to this file instead of stdout")
 	fl.DurationVar(&f.every, "every", time.Second, "period of the progress lines")
