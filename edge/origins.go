@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,7 +93,7 @@ type Origins struct {
 	// Origin.lastUntil). Lock order: mu before the health checker's locks
 	// (Update is called under mu).
 	mu     sync.Mutex
-	byAddr map[netip.AddrPort]*Origin // in the answer, or out of it with load left
+	byAddr map[netip.AddrPort]*Origin // in the answer, or out of it with load left or remembered for the hands
 
 	stale         atomic.Bool // the last resolution failed; the set is the last good one
 	resolveErrors atomic.Uint64
@@ -113,7 +114,8 @@ type Origins struct {
 // originSnapshot is one answer: immutable once published.
 type originSnapshot struct {
 	list   []*Origin     // answer order
-	stable *shard.Stable // hands over list; nil without shard
+	deck   []*Origin     // the hands' deck: list, then the remembered addresses out of it (by address); list without shard
+	stable *shard.Stable // hands over deck; nil without shard
 }
 
 // Origin is one origin address. Its counters are the load Pick compares:
@@ -136,6 +138,7 @@ type Origin struct {
 	// guarded by set.mu
 	multiplier int   // times ejected, less the decay
 	lastUntil  int64 // end of the last ejection, unix nanoseconds
+	leftAt     int64 // when it left the answer, unix nanoseconds; 0 while in it
 }
 
 // NewOrigins validates cfg and builds the set. It does no I/O and starts no
@@ -228,7 +231,7 @@ func (s *Origins) Pick(tenant string) (*Origin, error) {
 		var hand [MaxOriginHand]*Origin
 		h := sn.stable.Hand(idx[:0], tenant)
 		for i, w := range h {
-			hand[i] = sn.list[w]
+			hand[i] = sn.deck[w]
 		}
 		o = s.p2c(hand[:len(h)], now)
 	default:
@@ -287,10 +290,11 @@ func (s *Origins) intn(n int) int {
 	return int(hi)
 }
 
-// usable reports whether o may get a new session at now. Only origins of
-// the current answer are candidates: the snapshot's list holds no other.
+// usable reports whether o may get a new session at now: in the current
+// answer (a hand's deck also holds remembered addresses out of it), not
+// ejected, not failing its health check.
 func (o *Origin) usable(now int64) bool {
-	return o.ejectedUntil.Load() <= now && (o.healthy == nil || o.healthy.Load())
+	return o.inAnswer.Load() && o.ejectedUntil.Load() <= now && (o.healthy == nil || o.healthy.Load())
 }
 
 // Addr returns the origin's address, host:port.
@@ -415,9 +419,11 @@ func (s *Origins) swap(addrs []netip.AddrPort) ([]*Origin, bool, error) {
 	if len(list) == 0 {
 		return nil, false, errors.New("edge: the answer holds no address")
 	}
+	now := s.now().UnixNano()
+	deck := s.deckOf(list, in, now)
 	old := s.snap.Load()
-	if old != nil && slices.Equal(old.list, list) {
-		s.prune(in)
+	if old != nil && slices.Equal(old.list, list) && slices.Equal(old.deck, deck) {
+		s.prune(in, now)
 		return list, false, nil
 	}
 	// A new order of the same addresses is a new answer (first-address
@@ -429,11 +435,11 @@ func (s *Origins) swap(addrs []netip.AddrPort) ([]*Origin, bool, error) {
 	var st *shard.Stable
 	if s.stable != nil {
 		sc := *s.stable
-		sc.Workers = make([]shard.Worker, len(list))
-		for i, o := range list {
+		sc.Workers = make([]shard.Worker, len(deck))
+		for i, o := range deck {
 			sc.Workers[i] = shard.Worker{ID: o.addr}
 		}
-		sc.HandSize = min(sc.HandSize, len(list))
+		sc.HandSize = min(sc.HandSize, len(deck))
 		var err error
 		if st, err = shard.NewStable(sc); err != nil {
 			return nil, false, fmt.Errorf("edge: origin hands: %w", err)
@@ -452,22 +458,54 @@ func (s *Origins) swap(addrs []netip.AddrPort) ([]*Origin, bool, error) {
 			return nil, false, fmt.Errorf("edge: origin health checks: %w", err)
 		}
 	}
-	s.prune(in)
-	s.snap.Store(&originSnapshot{list: list, stable: st})
+	s.prune(in, now)
+	s.snap.Store(&originSnapshot{list: list, deck: deck, stable: st})
 	return list, !sameSet, nil
 }
 
-// prune marks the origins of byAddr in or out of the answer and forgets
-// those out of it without load left. Called under mu.
-func (s *Origins) prune(in map[netip.AddrPort]bool) {
+// deckOf returns the hands' deck for the answer list (in: its addresses)
+// at now: list, then the addresses out of it that left it less than
+// shard.remember ago (or leave it with this answer), by address. Without
+// shard it is list. Called under mu.
+func (s *Origins) deckOf(list []*Origin, in map[netip.AddrPort]bool, now int64) []*Origin {
+	if s.stable == nil {
+		return list
+	}
+	deck := list
 	for ap, o := range s.byAddr {
-		switch {
-		case in[ap]:
+		if !in[ap] && s.remembered(o, now) {
+			if len(deck) == len(list) {
+				deck = slices.Clip(slices.Clone(list))
+			}
+			deck = append(deck, o)
+		}
+	}
+	slices.SortFunc(deck[len(list):], func(a, b *Origin) int { return strings.Compare(a.addr, b.addr) })
+	return deck
+}
+
+// remembered reports whether o, out of the answer, still belongs to the
+// hands' deck at now: it leaves the answer now, or left it less than
+// shard.remember ago. Called under mu.
+func (s *Origins) remembered(o *Origin, now int64) bool {
+	return s.stable != nil && (o.leftAt == 0 || now-o.leftAt < int64(s.cfg.Shard.Remember))
+}
+
+// prune marks the origins of byAddr in or out of the answer, notes when
+// one left it, and forgets those out of it with no load left and no
+// longer remembered for the hands. Called under mu.
+func (s *Origins) prune(in map[netip.AddrPort]bool, now int64) {
+	for ap, o := range s.byAddr {
+		if in[ap] {
 			o.inAnswer.Store(true)
-		case o.Load() > 0:
-			o.inAnswer.Store(false)
-		default:
-			o.inAnswer.Store(false)
+			o.leftAt = 0
+			continue
+		}
+		o.inAnswer.Store(false)
+		if o.leftAt == 0 {
+			o.leftAt = now
+		}
+		if o.Load() == 0 && !s.remembered(o, now) {
 			delete(s.byAddr, ap)
 		}
 	}

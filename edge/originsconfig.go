@@ -136,8 +136,12 @@ func (c OriginTLSConfig) tlsconf() tlsconf.ClientConfig {
 
 // OriginShardConfig pins every tenant to a hand of HandSize origins,
 // chosen by rendezvous hashing (shard.Stable) over the origin addresses, so
-// that a re-resolve that adds or removes an address changes only the hands
-// that hold it. Off when HandSize is 0.
+// that a re-resolve that adds an address changes only the hands that take
+// it. An address that leaves the answer stays in the deck, unusable, for
+// Remember: a hand whose origins fail and drop out of DNS does not move
+// onto other origins (a poison tenant whose sessions crash its hand would
+// otherwise crash a new hand at every re-resolve, and so the whole fleet);
+// its tenant fails over inside its hand only. Off when HandSize is 0.
 type OriginShardConfig struct {
 	// HandSize is the number of origins of a tenant's hand, 0 (off) to 16.
 	// A hand larger than the set holds the whole set.
@@ -145,7 +149,14 @@ type OriginShardConfig struct {
 	// Secret keys the hands: 32 hexadecimal digits (16 bytes). Edges that
 	// must agree on hands share it.
 	Secret string `yaml:"secret"`
+	// Remember is how long an address stays in the deck after it left the
+	// answer: long enough for a failed origin to be replaced on its address,
+	// short enough that a scaled-in fleet's hands re-form. Default 10m.
+	Remember time.Duration `yaml:"remember"`
 }
+
+// DefaultShardRemember is OriginShardConfig.Remember's default.
+const DefaultShardRemember = 10 * time.Minute
 
 // OutlierConfig is consecutive-failure ejection after Envoy's consecutive
 // 5xx detection: ConsecutiveFailures failures in a row (a failed
@@ -204,6 +215,7 @@ func (c OriginsConfig) withDefaults() OriginsConfig {
 	}
 	c.Pick = cmp.Or(c.Pick, PickP2C)
 	c.Outlier = c.Outlier.withDefaults()
+	c.Shard.Remember = cmp.Or(c.Shard.Remember, DefaultShardRemember)
 	return c
 }
 
@@ -305,6 +317,9 @@ func (c OriginShardConfig) validate() error {
 			return config.Errorf("hand_size", "edge: a shard secret needs a hand size")
 		}
 		return nil
+	}
+	if c.Remember < 0 {
+		return config.Errorf("remember", "edge: must not be negative, got %v", c.Remember)
 	}
 	if c.HandSize < 0 || c.HandSize > MaxOriginHand {
 		return config.Errorf("hand_size", "edge: must be 0 to %d, got %d", MaxOriginHand, c.HandSize)

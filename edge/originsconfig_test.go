@@ -58,6 +58,9 @@ func TestOriginsConfigValidate(t *testing.T) {
 		}), key: "shard.hand_size", msg: "0 to 16"},
 		{name: "a hand without secret", cfg: with(func(c *OriginsConfig) { c.Shard.HandSize = 2 }), key: "shard.secret", msg: "shard:"},
 		{name: "a secret without hand", cfg: with(func(c *OriginsConfig) { c.Shard.Secret = "00" }), key: "shard.hand_size", msg: "needs a hand size"},
+		{name: "a negative remember", cfg: with(func(c *OriginsConfig) {
+			c.Shard = OriginShardConfig{HandSize: 2, Secret: "000102030405060708090a0b0c0d0e0f", Remember: -time.Second}
+		}), key: "shard.remember", msg: "negative"},
 		{name: "hands with first-address", cfg: with(func(c *OriginsConfig) {
 			c.Pick = PickFirstAddress
 			c.Shard = OriginShardConfig{HandSize: 2, Secret: "000102030405060708090a0b0c0d0e0f"}

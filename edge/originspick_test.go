@@ -88,9 +88,16 @@ func TestPickCountsHandshakes(t *testing.T) {
 // TestPickShardHands: with shard, a tenant's sessions stay on its hand,
 // spread by p2c inside it; hands differ between tenants; a re-resolve that
 // removes an origin outside a hand leaves the hand as it was.
+// TestPickShardHands: 20 tenants' picks stay on their hands of 2 of 8
+// origins, evenly inside a hand, and the hands differ. When an address
+// leaves the answer, no hand moves: the hands that held it send every pick
+// to their other member (a hand whose origins fail does not spread onto
+// the rest of the fleet), the others are untouched; once shard.remember has
+// passed since it left, those hands take one new member each.
 func TestPickShardHands(t *testing.T) {
-	cfg := OriginsConfig{Static: staticOrigins(8), Shard: OriginShardConfig{HandSize: 2, Secret: "000102030405060708090a0b0c0d0e0f"}}
-	s := newTestOrigins(t, cfg, OriginsOptions{})
+	clock := time.Unix(1_000_000, 0)
+	cfg := OriginsConfig{Static: staticOrigins(8), Shard: OriginShardConfig{HandSize: 2, Secret: "000102030405060708090a0b0c0d0e0f", Remember: time.Minute}}
+	s := newTestOrigins(t, cfg, OriginsOptions{Now: func() time.Time { return clock }})
 	hands := map[string][]string{}
 	for i := range 20 {
 		tenant := fmt.Sprintf("tenant-%d", i)
@@ -114,35 +121,54 @@ func TestPickShardHands(t *testing.T) {
 		t.Errorf("20 tenants share %d hands; want them spread", len(distinct))
 	}
 
-	// Drop one address that is in tenant-0's hand and one that is not.
-	h0 := hands["tenant-0"]
+	// Drop an address of tenant-0's hand.
+	gone := hands["tenant-0"][0]
 	var keep []string
-	var outside string
 	for _, a := range staticOrigins(8) {
-		if outside == "" && !slices.Contains(h0, a) {
-			outside = a
-			continue
+		if a != gone {
+			keep = append(keep, a)
 		}
-		keep = append(keep, a)
 	}
 	if err := s.apply(mustAddrPorts(t, keep)); err != nil {
 		t.Fatal(err)
 	}
-	moved := 0
+	held := 0
 	for tenant, h := range hands {
-		got := counts(t, s, tenant, 50, OriginNeutral)
-		now := mapKeys(got)
+		now := mapKeys(counts(t, s, tenant, 50, OriginNeutral))
 		switch {
-		case !slices.Contains(h, outside) && !slices.Equal(now, h):
-			t.Errorf("%s's hand moved from %v to %v though %s was not in it", tenant, h, now, outside)
-		case slices.Contains(h, outside):
-			moved++
-			if len(now) != 2 || !slices.Contains(now, otherOf(h, outside)) {
-				t.Errorf("%s's hand %v lost %s and became %v; want one member replaced", tenant, h, outside, now)
+		case !slices.Contains(h, gone) && !slices.Equal(now, h):
+			t.Errorf("%s's hand moved from %v to %v though %s was not in it", tenant, h, now, gone)
+		case slices.Contains(h, gone):
+			held++
+			if !slices.Equal(now, []string{otherOf(h, gone)}) {
+				t.Errorf("%s's hand %v lost %s and its picks went to %v; want all on %s", tenant, h, gone, now, otherOf(h, gone))
 			}
 		}
 	}
-	t.Logf("%d of %d hands held the removed address", moved, len(hands))
+	t.Logf("%d of %d hands held the removed address", held, len(hands))
+
+	// Within shard.remember a re-resolve keeps the hands; past it they
+	// re-form over the answer.
+	clock = clock.Add(59 * time.Second)
+	if err := s.apply(mustAddrPorts(t, keep)); err != nil {
+		t.Fatal(err)
+	}
+	if now := mapKeys(counts(t, s, "tenant-0", 50, OriginNeutral)); !slices.Equal(now, []string{otherOf(hands["tenant-0"], gone)}) {
+		t.Errorf("59 s after %s left, tenant-0's picks went to %v; want its hand kept", gone, now)
+	}
+	clock = clock.Add(2 * time.Second)
+	if err := s.apply(mustAddrPorts(t, keep)); err != nil {
+		t.Fatal(err)
+	}
+	for tenant, h := range hands {
+		now := mapKeys(counts(t, s, tenant, 50, OriginNeutral))
+		switch {
+		case !slices.Contains(h, gone) && !slices.Equal(now, h):
+			t.Errorf("%s's hand moved from %v to %v when %s was forgotten", tenant, h, now, gone)
+		case slices.Contains(h, gone) && (len(now) != 2 || !slices.Contains(now, otherOf(h, gone)) || slices.Contains(now, gone)):
+			t.Errorf("%s's hand %v became %v once %s was forgotten; want one member replaced", tenant, h, now, gone)
+		}
+	}
 }
 
 func otherOf(h []string, x string) string {
