@@ -93,9 +93,13 @@ func (e *early) open(c *nbws.Conn, s Session) ([]heldMessage, frameVerdict) {
 	}
 	conn := s.Conn()
 	conn.frames = ec.frames
+	// The verdict is read before the session is set: from then on the
+	// poller feeds conn.frames without e.mu (a read after it raced with
+	// the poller's write of a violation, caught by -race in CI).
+	v := conn.frames.failed()
 	delete(e.m, c)
 	c.SetSession(s)
-	return nil, conn.frames.failed()
+	return nil, v
 }
 
 // forget drops c's early entry.
