@@ -149,7 +149,7 @@ func New(cfg Config, h Handler, other http.Handler) (*Server, error) {
 	up.SetCloseHandler(s.onCloseFrame)
 	up.OnClose(s.onClose)
 	up.SetPongHandler(func(c *nbws.Conn, _ string) {
-		if sess, ok := c.SessionWithLock().(Session); ok {
+		if sess, ok := s.early.session(c); ok {
 			sess.Pong()
 		}
 	})
@@ -298,7 +298,7 @@ func (s *Server) onOpen(c *nbws.Conn) {
 // onMessage is nbio's message handler. A message read before onOpen has
 // set the session is held for it (early).
 func (s *Server) onMessage(c *nbws.Conn, mt nbws.MessageType, data []byte) {
-	sess, ok := c.SessionWithLock().(Session)
+	sess, ok := setSession(c)
 	if !ok {
 		if sess = s.early.hold(c, mt == nbws.BinaryMessage, data); sess == nil {
 			return
@@ -309,7 +309,7 @@ func (s *Server) onMessage(c *nbws.Conn, mt nbws.MessageType, data []byte) {
 
 // onCloseFrame answers a close frame from the peer.
 func (s *Server) onCloseFrame(c *nbws.Conn, code int, text string) {
-	if sess, ok := c.SessionWithLock().(Session); ok && sess.Closing() {
+	if sess, ok := s.early.session(c); ok && sess.Closing() {
 		return // the peer answers our close frame: the handshake is complete
 	}
 	// The peer closes first: echo its code, as nbio's default does.
@@ -323,7 +323,7 @@ func (s *Server) onCloseFrame(c *nbws.Conn, code int, text string) {
 // onClose runs when the connection has ended.
 func (s *Server) onClose(c *nbws.Conn, err error) {
 	s.early.forget(c)
-	sess, ok := c.SessionWithLock().(Session)
+	sess, ok := s.early.session(c)
 	if !ok {
 		return
 	}
