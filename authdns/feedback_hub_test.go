@@ -23,6 +23,24 @@ import (
 
 const feedbackSecret = "feedback-secret-0123456789"
 
+// feedbackNATS skips the test when host, a second loopback address of the
+// hubs, cannot be bound, and starts the NATS server the hubs and authdns
+// share, shut down at the end (after a test's own Shutdown, a no-op).
+func feedbackNATS(t *testing.T, host string) *natsutil.Embedded {
+	t.Helper()
+	if ln, err := net.Listen("tcp", host+":0"); err != nil {
+		t.Skipf("no loopback address %s: %v", host, err)
+	} else {
+		_ = ln.Close()
+	}
+	ns, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
+}
+
 // feedbackHub runs a hub on host (a loopback address of its own, so that an
 // A record tells the two hubs apart) that publishes its load every 50 ms
 // on the NATS at url. Its Shedder's latency target is 1 ns: every admitted
@@ -178,21 +196,7 @@ zones:
 // while it is loaded, the configured weights return after the timeout.
 func TestFeedbackShiftsWeightedAnswers(t *testing.T) {
 	const hostA, hostB = "127.0.0.2", "127.0.0.3"
-	if ln, err := net.Listen("tcp", hostA+":0"); err != nil {
-		t.Skipf("no loopback address %s: %v", hostA, err)
-	} else {
-		_ = ln.Close()
-	}
-	ns, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			ns.Shutdown()
-		}
-	}()
+	ns := feedbackNATS(t, hostA)
 	url := ns.Server.ClientURL()
 	hubA := feedbackHub(t, hostA, url)
 	feedbackHub(t, hostB, url)
@@ -233,7 +237,6 @@ func TestFeedbackShiftsWeightedAnswers(t *testing.T) {
 		return effective(srv, hostA) <= 0.1+1e-9
 	})
 	ns.Shutdown() // the reports stop while the hub is still loaded
-	stopped = true
 	testkit.WaitFor(t, 30*time.Second, "the configured weights back after the timeout", func() bool {
 		return effective(srv, hostA) == 1 && effective(srv, hostB) == 1
 	})
@@ -251,17 +254,7 @@ func TestFeedbackShiftsWeightedAnswers(t *testing.T) {
 // shift away from it while it is full and back once its sessions end.
 func TestFeedbackSeesAFullHub(t *testing.T) {
 	const hostA, hostB, capacity = "127.0.0.2", "127.0.0.3", 4
-	if ln, err := net.Listen("tcp", hostA+":0"); err != nil {
-		t.Skipf("no loopback address %s: %v", hostA, err)
-	} else {
-		_ = ln.Close()
-	}
-	ns, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
-	url := ns.Server.ClientURL()
+	url := feedbackNATS(t, hostA).Server.ClientURL()
 	sized := func(cfg *hub.Config) { cfg.Load.Capacity = capacity }
 	hubA := startFeedbackHub(t, hostA, url, sized)
 	startFeedbackHub(t, hostB, url, sized)

@@ -33,25 +33,7 @@ corral_dns_truncated_total 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "corral_dns_policy_answers_total", "corral_dns_truncated_total"); err != nil {
 		t.Error(err)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range m.GetLabel() {
-				key += "/" + l.GetValue()
-			}
-			switch {
-			case m.Counter != nil:
-				got[key] = m.GetCounter().GetValue()
-			case m.Histogram != nil:
-				got[key] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
+	got := gathered(t, reg)
 	for k, v := range map[string]float64{
 		"corral_dns_queries_total/A": 2, "corral_dns_queries_total/AAAA": 1, "corral_dns_queries_total/TXT": 1,
 		"corral_dns_responses_total/NXDOMAIN": 1, "corral_dns_responses_total/NOERROR": 3,

@@ -74,7 +74,8 @@ func withSubnet(p string) func(*dns.Msg) {
 }
 
 // gathered returns the metrics of reg by name and label values
-// ("corral_dns_resolvers/big").
+// ("corral_dns_resolvers/big"): a counter's or gauge's value, a
+// histogram's sample count.
 func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -93,6 +94,8 @@ func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 				got[key] = m.GetCounter().GetValue()
 			case m.Gauge != nil:
 				got[key] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				got[key] = float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}

@@ -257,6 +257,18 @@ func labelled(t *testing.T, reg prometheus.Gatherer, name string) string {
 	return b.String()
 }
 
+// startNATS starts a NATS server for agents to join over, shut down at the
+// end, and returns its URL.
+func startNATS(t *testing.T) string {
+	t.Helper()
+	emb, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	return emb.Server.ClientURL()
+}
+
 // TestRemoteAgentJoins: an agent started by hand (RunAgent, here in this
 // process) joins a run waiting for it over an external NATS server, by no
 // run id; a second one is refused, the run being complete.
@@ -265,12 +277,7 @@ func TestRemoteAgentJoins(t *testing.T) {
 		t.Skip("a run against a hub")
 	}
 	h := startHub(t, hub.Options{})
-	emb, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown()
-	url := emb.Server.ClientURL()
+	url := startNATS(t)
 	sc := loadScenario(t, "remote.yaml", `
 name: remote
 duration: 20s
@@ -308,12 +315,7 @@ stop: {on_recovery: true}
 // TestCompleteRunRefusesAnAgent: an agent that asks to join a run that
 // has its agents is told so.
 func TestCompleteRunRefusesAnAgent(t *testing.T) {
-	emb, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown()
-	url := emb.Server.ClientURL()
+	url := startNATS(t)
 	sc := loadScenario(t, "full.yaml", `
 name: full
 duration: 5s
