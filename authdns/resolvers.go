@@ -1,6 +1,7 @@
 package authdns
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"math"
@@ -56,21 +57,11 @@ type ResolversConfig struct {
 
 // withDefaults returns c with its zero fields set to the defaults.
 func (c ResolversConfig) withDefaults() ResolversConfig {
-	if c.Window == 0 {
-		c.Window = DefaultResolverWindow
-	}
-	if c.BigShare == 0 {
-		c.BigShare = answer.DefaultBigShare
-	}
-	if c.TableSize == 0 {
-		c.TableSize = DefaultResolverTable
-	}
-	if c.IPv4Prefix == 0 {
-		c.IPv4Prefix = DefaultResolverIPv4Prefix
-	}
-	if c.IPv6Prefix == 0 {
-		c.IPv6Prefix = DefaultResolverIPv6Prefix
-	}
+	c.Window = cmp.Or(c.Window, DefaultResolverWindow)
+	c.BigShare = cmp.Or(c.BigShare, answer.DefaultBigShare)
+	c.TableSize = cmp.Or(c.TableSize, DefaultResolverTable)
+	c.IPv4Prefix = cmp.Or(c.IPv4Prefix, DefaultResolverIPv4Prefix)
+	c.IPv6Prefix = cmp.Or(c.IPv6Prefix, DefaultResolverIPv6Prefix)
 	return c
 }
 

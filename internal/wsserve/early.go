@@ -44,21 +44,21 @@ func (e *early) entry(c *nbws.Conn) *earlyConn {
 	return ec
 }
 
-// setSession returns c's session read without e.mu, and whether it is
+// wholeSession returns c's session read without e.mu, and whether it is
 // whole. nbio's SessionWithLock reads the session outside the
 // connection's lock (the lock guards only the blocking mode's channel), so
 // a read racing with open's SetSession can see half of the interface: the
 // new type with a nil pointer (an edge under a herd crashed on it, its
 // Conn() called on that nil). Such a read, like one that finds no session,
 // must be repeated under e.mu, which SetSession is called under.
-func setSession(c *nbws.Conn) (Session, bool) {
+func wholeSession(c *nbws.Conn) (Session, bool) {
 	s, ok := c.SessionWithLock().(Session)
 	return s, ok && (*[2]unsafe.Pointer)(unsafe.Pointer(&s))[1] != nil // the interface's data word
 }
 
 // session returns c's session, false before open has set it.
 func (e *early) session(c *nbws.Conn) (Session, bool) {
-	if s, ok := setSession(c); ok {
+	if s, ok := wholeSession(c); ok {
 		return s, true
 	}
 	e.mu.Lock()
@@ -70,7 +70,7 @@ func (e *early) session(c *nbws.Conn) (Session, bool) {
 // feed follows data read from c, from the session's tracker when the
 // session is set and from an early one otherwise.
 func (e *early) feed(c *nbws.Conn, data []byte) (Session, frameVerdict) {
-	if s, ok := setSession(c); ok {
+	if s, ok := wholeSession(c); ok {
 		return s, s.Conn().frames.feed(data)
 	}
 	e.mu.Lock()

@@ -298,7 +298,7 @@ func (s *Server) onOpen(c *nbws.Conn) {
 // onMessage is nbio's message handler. A message read before onOpen has
 // set the session is held for it (early).
 func (s *Server) onMessage(c *nbws.Conn, mt nbws.MessageType, data []byte) {
-	sess, ok := setSession(c)
+	sess, ok := wholeSession(c)
 	if !ok {
 		if sess = s.early.hold(c, mt == nbws.BinaryMessage, data); sess == nil {
 			return
