@@ -200,22 +200,40 @@ func (c Config) withTarget(sc *scenario.Scenario) (_ Config, fromFile bool) {
 
 // target is one parsed target URL.
 type target struct {
-	host string // name or address
-	port string
-	path string
+	scheme string // ws or grpc
+	host   string // name or address
+	port   string
+	path   string // ws only
+}
+
+// grpc reports whether t is a gRPC target.
+func (t target) grpc() bool { return t.scheme == "grpc" }
+
+// protocol is the population.protocol whose devices t takes.
+func (t target) protocol() string {
+	if t.grpc() {
+		return "grpc"
+	}
+	return "websocket"
 }
 
 func parseTarget(s string) (target, error) {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "ws" || u.Hostname() == "" || u.Port() == "" {
-		if err == nil && u.Scheme == "wss" {
-			return target{}, fmt.Errorf("kraken: target %q: wss (TLS) is not run yet; give a ws:// URL", s)
+	if err == nil && (u.Scheme == "wss" || u.Scheme == "grpcs") {
+		return target{}, fmt.Errorf("kraken: target %q: %s (TLS) is not run yet; give a %s:// URL", s, u.Scheme, strings.TrimSuffix(u.Scheme, "s"))
+	}
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "grpc") || u.Hostname() == "" || u.Port() == "" {
+		return target{}, fmt.Errorf("kraken: target %q: want ws://host:port[/path] or grpc://host:port", s)
+	}
+	if u.Scheme == "grpc" {
+		if u.Path != "" && u.Path != "/" {
+			return target{}, fmt.Errorf("kraken: target %q: a grpc:// target has no path", s)
 		}
-		return target{}, fmt.Errorf("kraken: target %q: want ws://host:port[/path]", s)
+		return target{scheme: "grpc", host: u.Hostname(), port: u.Port()}, nil
 	}
 	p := u.Path
 	if p == "" {
 		p = "/v1/ws"
 	}
-	return target{host: u.Hostname(), port: u.Port(), path: p}, nil
+	return target{scheme: "ws", host: u.Hostname(), port: u.Port(), path: p}, nil
 }

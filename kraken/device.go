@@ -28,6 +28,21 @@ const (
 	stStopped              // the run ended, or a terminal close
 )
 
+// conn is one attempt's connection to a server: a WebSocket on the
+// poller (wsConn, ws.go) or a gRPC Connect stream (grpcConn, grpc.go).
+// Both hand the device the server's frames (device.frame), the upgrade or
+// the stream's start (device.upgraded) and their end (device.ended), so
+// the device's rules and counts are one whatever the transport.
+type conn interface {
+	// sendFrame sends one client frame; safe for concurrent use.
+	sendFrame(f *corralv1.ClientFrame) error
+	// cut ends the connection without a word, as a network drop would.
+	cut()
+	// close ends the connection as a client that leaves: code on
+	// WebSocket, the end of the stream on gRPC.
+	close(code wire.CloseCode)
+}
+
 // chanPos is a device's position in one channel, as the client SDK keeps
 // it: the epoch and the highest offset delivered (the resume position;
 // P0 is acknowledged on receipt, so nothing unacknowledged holds it back),
@@ -70,7 +85,7 @@ type device struct {
 	mu        sync.Mutex
 	state     uint8
 	gen       uint32 // attempt number, to drop callbacks of old attempts
-	conn      *wsConn
+	conn      conn
 	said      *wire.Close // a GoAway or Error that explains the coming close
 	attemptAt time.Time
 	timer     *time.Timer
@@ -139,7 +154,7 @@ func (d *device) connected(gen uint32) {
 }
 
 // attach makes w the attempt's connection; false when the attempt is over.
-func (d *device) attach(gen uint32, w *wsConn) bool {
+func (d *device) attach(gen uint32, w conn) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stale(gen) || d.state != stDialing {
@@ -189,7 +204,7 @@ func (d *device) failLocked(reason string, cl wire.Close) {
 
 // upgraded: the server accepted the WebSocket; send Hello with a
 // subscription per channel, each from its resume position.
-func (d *device) upgraded(w *wsConn) {
+func (d *device) upgraded(w conn) {
 	d.mu.Lock()
 	if d.conn != w {
 		d.mu.Unlock()
@@ -208,12 +223,8 @@ func (d *device) upgraded(w *wsConn) {
 	d.sendFrame(w, &corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: h}})
 }
 
-func (d *device) sendFrame(w *wsConn, f *corralv1.ClientFrame) {
-	b, err := d.r.codec.AppendClientFrame(nil, f)
-	if err == nil {
-		err = w.send(b)
-	}
-	if err != nil {
+func (d *device) sendFrame(w conn, f *corralv1.ClientFrame) {
+	if err := w.sendFrame(f); err != nil {
 		w.cut()
 	}
 }
@@ -221,13 +232,8 @@ func (d *device) sendFrame(w *wsConn, f *corralv1.ClientFrame) {
 // channelName is the name of a device's i-th channel.
 func channelName(i int) string { return "c" + strconv.Itoa(i) }
 
-// message handles one server frame.
-func (d *device) message(w *wsConn, data []byte) {
-	var f corralv1.ServerFrame
-	if err := d.r.codec.DecodeServerFrame(data, &f); err != nil {
-		w.fail(protoError{"undecodable server frame"})
-		return
-	}
+// frame handles one server frame, whatever the transport it came by.
+func (d *device) frame(w conn, f *corralv1.ServerFrame) {
 	now := time.Now()
 	switch fr := f.GetFrame().(type) {
 	case *corralv1.ServerFrame_Welcome:
@@ -243,7 +249,7 @@ func (d *device) message(w *wsConn, data []byte) {
 			d.r.rec.failure("subscribe_"+strconv.Itoa(int(e.GetCode())), int(d.prio))
 			return
 		}
-		if cl, ok := wire.CloseFromFrame(&f); ok {
+		if cl, ok := wire.CloseFromFrame(f); ok {
 			d.mu.Lock()
 			if d.conn == w {
 				d.said = &cl
@@ -253,7 +259,7 @@ func (d *device) message(w *wsConn, data []byte) {
 	}
 }
 
-func (d *device) welcome(w *wsConn, wl *corralv1.Welcome, now time.Time) {
+func (d *device) welcome(w conn, wl *corralv1.Welcome, now time.Time) {
 	d.mu.Lock()
 	if d.conn != w || d.state != stHello {
 		d.mu.Unlock()
@@ -279,7 +285,7 @@ func (d *device) welcome(w *wsConn, wl *corralv1.Welcome, now time.Time) {
 	}
 }
 
-func (d *device) subscribed(w *wsConn, s *corralv1.Subscribed, now time.Time) {
+func (d *device) subscribed(w conn, s *corralv1.Subscribed, now time.Time) {
 	i, ok := channelIndex(s.GetChannel(), len(d.chans))
 	if !ok {
 		return
@@ -321,7 +327,7 @@ func channelIndex(name string, n int) (int, bool) {
 	return i, err == nil && i >= 0 && i < n
 }
 
-func (d *device) onMessage(w *wsConn, m *corralv1.Message, now time.Time) {
+func (d *device) onMessage(w conn, m *corralv1.Message, now time.Time) {
 	i, ok := channelIndex(m.GetChannel(), len(d.chans))
 	if !ok {
 		return
@@ -375,7 +381,7 @@ func (d *device) onMessage(w *wsConn, m *corralv1.Message, now time.Time) {
 
 // ended: the connection w is over (reason names a failure of ours, or
 // "" for the server's close cl).
-func (d *device) ended(w *wsConn, reason string, cl wire.Close) {
+func (d *device) ended(w conn, reason string, cl wire.Close) {
 	d.mu.Lock()
 	if d.conn != w || d.state == stStopped {
 		d.mu.Unlock()

@@ -46,6 +46,13 @@ func startHub(t *testing.T, opts hub.Options) *testHub {
 // startHubID is startHub with the hub's node id.
 func startHubID(t *testing.T, id string, opts hub.Options) *testHub {
 	t.Helper()
+	return startHubWith(t, id, opts, nil)
+}
+
+// startHubWith is startHubID with edit applied to the hub's test
+// configuration (nil: none).
+func startHubWith(t *testing.T, id string, opts hub.Options, edit func(*hub.Config)) *testHub {
+	t.Helper()
 	cfg := hub.DefaultConfig()
 	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = "127.0.0.1:0", "", ""
 	cfg.NodeID = id
@@ -54,6 +61,9 @@ func startHubID(t *testing.T, id string, opts hub.Options) *testHub {
 		APIKeys: []auth.APIKeyConfig{{Name: "test", Key: testAPIKey, Tenants: []string{"*"}}},
 	}
 	cfg.Drain.Deadline = 5 * time.Second
+	if edit != nil {
+		edit(&cfg)
+	}
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
 	h, err := hub.New(cfg, opts)
@@ -97,6 +107,30 @@ func metric(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 				sum += m.GetGauge().GetValue()
 			case m.Histogram != nil:
 				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+// metricWith sums the values of a metric family of reg whose label has
+// value.
+func metricWith(t *testing.T, reg prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
 			}
 		}
 	}

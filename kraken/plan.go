@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -106,9 +107,7 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool, pt part) (*pla
 		}
 	}
 	p := c.Population
-	if p.Protocol != "websocket" {
-		refuse("population.protocol", "kraken runs websocket devices only (gRPC devices come later); set protocol: websocket")
-	}
+	checkProtocol(p.Protocol, cfg, fileTargets, refuse)
 	if len(p.Priorities) > 3 {
 		refuse("population.priorities", "kraken maps classes onto the three session priorities P0, P1, P2: at most three classes, got %d", len(p.Priorities))
 	}
@@ -187,6 +186,41 @@ func newPlan(sc *scenario.Scenario, cfg Config, fileTargets bool, pt part) (*pla
 		return nil, fmt.Errorf("kraken: %w", sc.Locate(errors.Join(errs...)))
 	}
 	return pl, nil
+}
+
+// checkProtocol refuses a target that is not of the population's
+// protocol (websocket devices take ws:// targets, grpc devices grpc://):
+// a target of the file on its own line, one given to the run (--target,
+// --region) on the protocol's.
+func checkProtocol(protocol string, cfg Config, fileTargets bool, refuse func(path, format string, args ...any)) {
+	check := func(path, u string) {
+		t, err := parseTarget(u)
+		if err != nil || t.protocol() == protocol {
+			return // a bad URL is refused on its own
+		}
+		refuse(path, "target %q takes %s devices, and population.protocol is %s: give %s targets, or set protocol: %s",
+			u, t.protocol(), protocol, schemesOf(protocol), t.protocol())
+	}
+	for i, u := range cfg.Targets {
+		if fileTargets {
+			check(fmt.Sprintf("target.urls[%d]", i), u)
+		} else {
+			check("population.protocol", u)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Regions)) {
+		for _, u := range cfg.Regions[name] {
+			check("population.protocol", u)
+		}
+	}
+}
+
+// schemesOf names the target URLs a protocol's devices take.
+func schemesOf(protocol string) string {
+	if protocol == "grpc" {
+		return "grpc://host:port"
+	}
+	return "ws://host:port[/path]"
 }
 
 // dealPriorities gives device i its class: the counts are the shares of

@@ -65,7 +65,7 @@ func TestBadScenarioRefusedBeforeAnything(t *testing.T) {
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		"refused.yaml:5:3: population.protocol: kraken runs websocket devices only",
+		"refused.yaml:5:3: population.protocol: target \"ws://" + ln.Addr().String() + "/v1/ws\" takes websocket devices, and population.protocol is grpc",
 		"refused.yaml:9:3: client.requests_per_second:",
 		"refused.yaml:11:3: traffic.region_loss:",
 		"refused.yaml:14:7: traffic.poison[0]: the target has no way to kill the origins",
@@ -167,5 +167,44 @@ traffic:
 	}
 	if _, err := New(sc, cfg); err != nil {
 		t.Errorf("New refused a poison with Config.Kill: %v", err)
+	}
+}
+
+// TestProtocolAndTargetMustAgree: gRPC devices take grpc:// targets and
+// WebSocket devices ws:// ones. A target of the file that does not fit
+// the population's protocol is refused on its own line, one given to
+// the run (Config.Targets, --target) on the protocol's line.
+func TestProtocolAndTargetMustAgree(t *testing.T) {
+	sc := loadScenario(t, "mix.yaml", `
+name: mix
+duration: 1s
+population:
+  devices: 1
+  protocol: grpc
+dns: {policy: multivalue}
+origins: [{name: hub, headroom: 2, max_new_per_second: 100}]
+target:
+  urls:
+    - grpc://127.0.0.1:1
+    - ws://127.0.0.1:2/v1/ws
+`)
+	tok := testToken(testSecret)
+	for _, tc := range []struct {
+		name    string
+		targets []string
+		want    string
+	}{
+		{"a ws URL of the file", nil, `mix.yaml:11:7: target.urls[1]: target "ws://127.0.0.1:2/v1/ws" takes websocket devices, and population.protocol is grpc: give grpc://host:port targets, or set protocol: websocket`},
+		{"a ws URL given", []string{"ws://127.0.0.1:3"}, `mix.yaml:5:3: population.protocol: target "ws://127.0.0.1:3" takes websocket devices`},
+		{"a gRPC URL with a path", []string{"grpc://127.0.0.1:3/v1/ws"}, `kraken: target "grpc://127.0.0.1:3/v1/ws": a grpc:// target has no path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(sc, Config{Targets: tc.targets, Token: tok}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := New(sc, Config{Targets: []string{"grpc://127.0.0.1:3"}, Token: tok}); err != nil {
+		t.Errorf("a grpc:// target for gRPC devices refused: %v", err)
 	}
 }

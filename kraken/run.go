@@ -168,7 +168,7 @@ func (r *runner) endpoint(ctx context.Context, d *device) (endpoint, error) {
 	t := ts[rand.IntN(len(ts))]
 	host := net.JoinHostPort(t.host, t.port)
 	if _, err := netip.ParseAddr(t.host); err == nil {
-		return endpoint{addr: host, host: host, path: t.path}, nil
+		return endpoint{addr: host, host: host, path: t.path, grpc: t.grpc()}, nil
 	}
 	var addrs []netip.Addr
 	var err error
@@ -181,7 +181,7 @@ func (r *runner) endpoint(ctx context.Context, d *device) (endpoint, error) {
 		return endpoint{}, fmt.Errorf("kraken: resolving %s: %v", t.host, err)
 	}
 	a := addrs[rand.IntN(len(addrs))]
-	return endpoint{addr: net.JoinHostPort(a.Unmap().String(), t.port), host: host, path: t.path}, nil
+	return endpoint{addr: net.JoinHostPort(a.Unmap().String(), t.port), host: host, path: t.path, grpc: t.grpc()}, nil
 }
 
 // Run drives the devices through the scenario and returns what it

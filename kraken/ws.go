@@ -22,6 +22,7 @@ import (
 
 	"github.com/corralhq/corral/internal/nbclose"
 	"github.com/corralhq/corral/wire"
+	"github.com/corralhq/corral/wire/corralv1"
 )
 
 // The engine: every WebSocket of a run is a socket registered with one nbio
@@ -61,8 +62,9 @@ type dialJob struct {
 // endpoint is where one attempt goes.
 type endpoint struct {
 	addr string // host:port to connect to
-	host string // the Host header
-	path string
+	host string // the Host header (WebSocket), the authority (gRPC)
+	path string // WebSocket only
+	grpc bool   // a gRPC target
 }
 
 func newEngine(pollers, dialers int) (*engine, error) {
@@ -118,6 +120,10 @@ func (e *engine) dial(j dialJob) {
 	ep, err := j.dev.r.endpoint(ctx, j.dev)
 	if err != nil {
 		j.dev.dialFailed(j.gen, "resolve")
+		return
+	}
+	if ep.grpc {
+		e.dialGRPC(ctx, j, ep)
 		return
 	}
 	d := net.Dialer{Control: bindNoPort}
@@ -199,9 +205,25 @@ type wsConn struct {
 	done   atomic.Bool
 }
 
-// send writes one binary message (masked, as a client must).
-func (w *wsConn) send(payload []byte) error {
-	return w.write(0x2, payload)
+var _ conn = (*wsConn)(nil)
+
+// sendFrame writes f as one binary message (masked, as a client must).
+func (w *wsConn) sendFrame(f *corralv1.ClientFrame) error {
+	b, err := w.dev.r.codec.AppendClientFrame(nil, f)
+	if err != nil {
+		return err
+	}
+	return w.write(0x2, b)
+}
+
+// message decodes one server message for the device.
+func (w *wsConn) message(data []byte) {
+	var f corralv1.ServerFrame
+	if err := w.dev.r.codec.DecodeServerFrame(data, &f); err != nil {
+		w.fail(protoError{"undecodable server frame"})
+		return
+	}
+	w.dev.frame(w, &f)
 }
 
 func (w *wsConn) write(op byte, payload []byte) error {
@@ -397,7 +419,7 @@ func (w *wsConn) frame(fin bool, op byte, payload []byte) error {
 		if fin {
 			m := w.frag
 			w.frag = nil
-			w.dev.message(w, m)
+			w.message(m)
 		}
 		return nil
 	case 0x1, 0x2:
@@ -405,7 +427,7 @@ func (w *wsConn) frame(fin bool, op byte, payload []byte) error {
 			w.frag = append([]byte{}, payload...)
 			return nil
 		}
-		w.dev.message(w, payload)
+		w.message(payload)
 		return nil
 	}
 	return protoError{"unknown opcode " + strconv.Itoa(int(op))}

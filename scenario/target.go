@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 )
 
 // Target is the fleet a load generator drives (kraken): where the devices
@@ -11,8 +12,9 @@ import (
 // it. The zero value names no target (corral kraken run --target gives
 // one).
 type Target struct {
-	// URLs are the fleet's WebSocket endpoints, ws://host:port[/path]
-	// (wss:// for TLS). A host that is a name stands for every address it
+	// URLs are the fleet's endpoints: ws://host:port[/path] (wss:// for
+	// TLS) for WebSocket devices, grpc://host:port (grpcs:// for TLS) for
+	// gRPC devices (population.protocol). A host that is a name stands for every address it
 	// resolves to through Resolver; a list of addresses is a list of URLs.
 	URLs []string `yaml:"urls"`
 	// Resolver is the ip:port of the DNS server that resolves the URLs'
@@ -20,12 +22,15 @@ type Target struct {
 	Resolver string `yaml:"resolver"`
 }
 
+// targetSchemes are the schemes of target.urls.
+var targetSchemes = []string{"ws", "wss", "grpc", "grpcs"}
+
 // validate reports every bad URL and a bad resolver.
 func (t Target) validate(bad func(string, string, ...any)) {
 	for i, s := range t.URLs {
 		u, err := url.Parse(s)
-		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Hostname() == "" || u.Port() == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			bad(fmt.Sprintf("target.urls[%d]", i), "%q: want ws://host:port[/path] (or wss://)", s)
+		if err != nil || !slices.Contains(targetSchemes, u.Scheme) || u.Hostname() == "" || u.Port() == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			bad(fmt.Sprintf("target.urls[%d]", i), "%q: want ws://host:port[/path] (or wss://), or grpc://host:port (or grpcs://)", s)
 		}
 	}
 	if t.Resolver != "" {

@@ -21,10 +21,12 @@ cd "$(dirname "$0")/../.."
 
 N=19000
 HOLD=20s
+PROTOCOL=websocket
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-n) N=$2; shift 2 ;;
 	-hold) HOLD=$2; shift 2 ;;
+	-protocol) PROTOCOL=$2; shift 2 ;;
 	*) echo "unknown flag $1" >&2; exit 2 ;;
 	esac
 done
@@ -35,10 +37,16 @@ go build -o "$work/corral" ./cmd/corral
 
 export KRAKEN_BENCH_SECRET=bench-secret-0123456789abcdef
 ADDR=127.0.1.1:7470
+GRPC=127.0.1.1:7471
 ADMIN=127.0.1.1:7479
+case "$PROTOCOL" in
+websocket) TARGET="ws://$ADDR/v1/ws" GRPC_LISTEN='""' ;;
+grpc) TARGET="grpc://$GRPC" GRPC_LISTEN=$GRPC ;;
+*) echo "-protocol: websocket or grpc" >&2; exit 2 ;;
+esac
 cat >"$work/hub.yaml" <<YAML
 listen: $ADDR
-grpc_listen: ""
+grpc_listen: $GRPC_LISTEN
 admin: {addr: $ADMIN}
 history: {store: memory}
 auth:
@@ -69,14 +77,14 @@ hold() {
 	cat >"$work/hold.yaml" <<YAML
 name: hold-$n
 duration: $HOLD
-population: {devices: $n, initial: $n, protocol: websocket}
+population: {devices: $n, initial: $n, protocol: $PROTOCOL}
 dns: {policy: multivalue}
 origins: [{name: hub, headroom: 1, max_new_per_second: 100000}]
 client:
   backoff: {policy: full, base: 100ms, cap: 5s}
   connect_timeout: 60s
 YAML
-	"$work/corral" kraken run "$work/hold.yaml" --target "ws://$ADDR/v1/ws" \
+	"$work/corral" kraken run "$work/hold.yaml" --target "$TARGET" \
 		--secret-env KRAKEN_BENCH_SECRET --out "$work/result.$n.json" 2>"$work/kraken.$n.log" &
 	local k=$!
 	for _ in $(seq 1200); do
@@ -94,7 +102,8 @@ YAML
 k1=$(hold 1)
 kn=$(hold "$N")
 hub_n=$(awk '{print $2}' "$work/hub.$N")
-awk -v n="$N" -v k1="$k1" -v kn="$kn" -v hb="$hub_base" -v hn="$hub_n" 'BEGIN {
+awk -v p="$PROTOCOL" -v n="$N" -v k1="$k1" -v kn="$kn" -v hb="$hub_base" -v hn="$hub_n" 'BEGIN {
+	printf "protocol %s\n", p
 	printf "kraken: %d sessions held, RSS %.1f MiB (1 session: %.1f MiB): %.2f KiB per held session\n", n, kn/1048576, k1/1048576, (kn-k1)/(n-1)/1024
 	printf "hub:    RSS %.1f MiB (before: %.1f MiB): %.2f KiB per session\n", hn/1048576, hb/1048576, (hn-hb)/n/1024
 }'
