@@ -28,6 +28,12 @@ import (
 // with a retry hint.
 var ErrNoOrigins = errors.New("edge: no origin address is known yet")
 
+// ErrOriginsDown is returned by Origins.Pick when the Relay transport of
+// every origin it may pick (of the tenant's hand with shard) is down: no
+// session can be carried, so none is sent. The caller refuses the session
+// with a retry hint.
+var ErrOriginsDown = errors.New("edge: the transport to every origin is down")
+
 // Outcome is what one exchange with an origin says about its health, as
 // the outlier detection counts it. The zero value is OriginNeutral.
 type Outcome uint8
@@ -99,6 +105,7 @@ type Origins struct {
 	resolveErrors atomic.Uint64
 	resolves      atomic.Uint64
 	failOpen      atomic.Uint64
+	allDown       atomic.Uint64
 	ejectSkipped  atomic.Uint64
 
 	refresh  chan struct{} // Refresh's wake-up of the resolve loop
@@ -130,7 +137,9 @@ type Origin struct {
 	handshakes atomic.Int64
 
 	failures     atomic.Int32 // consecutive
+	penaltyEnd   atomic.Int64 // unix nanoseconds when the failures' penalty in p2c's score is worn off; 0: none
 	ejectedUntil atomic.Int64 // unix nanoseconds; <= now: in service
+	down         atomic.Bool  // the Relay transport is down (SetTransportDown)
 	ejections    atomic.Uint64
 	inAnswer     atomic.Bool
 	healthy      *atomic.Bool // the health check's flag; nil without checks
@@ -209,13 +218,17 @@ func NewOrigins(cfg OriginsConfig, opts OriginsOptions) (*Origins, error) {
 // Pick returns the origin for a new session of tenant and counts a
 // handshake in flight on it: the caller ends it with exactly one
 // Origin.HandshakeDone. With pick p2c it draws two distinct usable origins
-// at random (of the tenant's hand with shard) and takes the one with fewer
-// sessions plus handshakes, the first drawn on a tie (itself random, never
+// at random (of the tenant's hand with shard) and takes the one with the
+// lower score (sessions plus handshakes, raised by recent consecutive
+// failures: originstransport.go says why), the first drawn on a tie (itself random, never
 // the lower index); with first-address, the first usable address of the
-// answer. Usable is in the answer, not ejected and not failing its health
-// check; when none is usable, the pick fails open over all of them (the
-// hand's with shard) rather than refuse. It returns ErrNoOrigins before the
-// first resolution. The tenant matters only with shard.
+// answer. Usable is in the answer, not ejected, not failing its health
+// check and with its Relay transport not down; when none is usable, the
+// pick fails open over those whose transport is not down (the hand's with
+// shard) rather than refuse, and returns ErrOriginsDown when there is
+// none: a transport that is down carries nothing, whatever the share of
+// origins it leaves. It returns ErrNoOrigins before the first resolution.
+// The tenant matters only with shard.
 func (s *Origins) Pick(tenant string) (*Origin, error) {
 	sn := s.snap.Load()
 	if sn == nil || len(sn.list) == 0 {
@@ -237,11 +250,16 @@ func (s *Origins) Pick(tenant string) (*Origin, error) {
 	default:
 		o = s.p2c(sn.list, now)
 	}
+	if o == nil {
+		s.allDown.Add(1)
+		return nil, ErrOriginsDown
+	}
 	o.handshakes.Add(1)
 	return o, nil
 }
 
-// first returns the first usable origin of list, or list[0] when none is.
+// first returns the first usable origin of list, else the first whose
+// transport is not down, else nil.
 func (s *Origins) first(list []*Origin, now int64) *Origin {
 	for _, o := range list {
 		if o.usable(now) {
@@ -249,30 +267,51 @@ func (s *Origins) first(list []*Origin, now int64) *Origin {
 		}
 	}
 	s.failOpen.Add(1)
-	return list[0]
+	for _, o := range list {
+		if !o.down.Load() {
+			return o
+		}
+	}
+	return nil
 }
 
 // p2c draws two distinct usable origins of list uniformly and returns the
-// less loaded, the first drawn on a tie (pick.TwoChoices, the draw sim
-// models).
+// one of lower score, the first drawn on a tie (pick.TwoChoices, the draw
+// sim models). With none usable it draws among those whose transport is
+// not down; with none of those it returns nil.
 func (s *Origins) p2c(list []*Origin, now int64) *Origin {
+	failOpen := false
+	ok := func(o *Origin) bool {
+		if failOpen {
+			return !o.down.Load()
+		}
+		return o.usable(now)
+	}
 	k := 0
 	for _, o := range list {
-		if o.usable(now) {
+		if ok(o) {
 			k++
 		}
 	}
-	all := k == len(list)
 	if k == 0 {
 		s.failOpen.Add(1)
-		k, all = len(list), true
+		failOpen = true
+		for _, o := range list {
+			if ok(o) {
+				k++
+			}
+		}
+		if k == 0 {
+			return nil
+		}
 	}
+	all := k == len(list)
 	nth := func(i int) *Origin {
 		if all {
 			return list[i]
 		}
 		for _, o := range list {
-			if o.usable(now) {
+			if ok(o) {
 				if i == 0 {
 					return o
 				}
@@ -281,7 +320,7 @@ func (s *Origins) p2c(list []*Origin, now int64) *Origin {
 		}
 		return list[i%len(list)] // only when an origin changed state between the scans
 	}
-	return nth(pick.TwoChoices(k, func(i int) int64 { return nth(i).Load() }, s.intn))
+	return nth(pick.TwoChoices(k, func(i int) float64 { return nth(i).score(now) }, s.intn))
 }
 
 // intn returns a uniform integer in [0, n), n > 0.
@@ -292,9 +331,9 @@ func (s *Origins) intn(n int) int {
 
 // usable reports whether o may get a new session at now: in the current
 // answer (a hand's deck also holds remembered addresses out of it), not
-// ejected, not failing its health check.
+// ejected, not failing its health check, its Relay transport not down.
 func (o *Origin) usable(now int64) bool {
-	return o.inAnswer.Load() && o.ejectedUntil.Load() <= now && (o.healthy == nil || o.healthy.Load())
+	return o.inAnswer.Load() && o.ejectedUntil.Load() <= now && (o.healthy == nil || o.healthy.Load()) && !o.down.Load()
 }
 
 // Addr returns the origin's address, host:port.
@@ -309,7 +348,9 @@ func (o *Origin) Sessions() int64 { return o.sessions.Load() }
 // Handshakes returns the handshakes in flight to the origin.
 func (o *Origin) Handshakes() int64 { return o.handshakes.Load() }
 
-// Load is what Pick compares: sessions plus handshakes in flight.
+// Load is the origin's load: sessions plus handshakes in flight. Pick
+// compares Score, which is Load while the origin's last outcome was no
+// failure.
 func (o *Origin) Load() int64 { return o.sessions.Load() + o.handshakes.Load() }
 
 // InAnswer reports whether the origin is in the current answer; an origin
@@ -351,6 +392,9 @@ func (o *Origin) Report(out Outcome) {
 	case OriginSuccess:
 		if o.failures.Load() != 0 {
 			o.failures.Store(0)
+		}
+		if o.penaltyEnd.Load() != 0 {
+			o.penaltyEnd.Store(0)
 		}
 	case OriginFailure:
 		o.set.failure(o)

@@ -165,7 +165,9 @@ const DefaultShardRemember = 10 * time.Minute
 // MaxEjectionTime; a success resets the count; every Interval an origin
 // spends back in service takes one from that number; never more than
 // MaxEjectionPercent of the origins are ejected at once, but always at
-// least one may be.
+// least one may be. The cap is for failure statistics only: an origin
+// whose Relay transport is down is no candidate whatever it allows
+// (originstransport.go).
 type OutlierConfig struct {
 	// Disabled turns ejection off.
 	Disabled bool `yaml:"disabled"`
@@ -334,6 +336,9 @@ func (c OriginShardConfig) validate() error {
 func (c OutlierConfig) Validate() error {
 	if c.ConsecutiveFailures < 0 {
 		return config.Errorf("consecutive_failures", "edge: must not be negative, got %d", c.ConsecutiveFailures)
+	}
+	if c.ConsecutiveFailures > maxCountedFailures {
+		return config.Errorf("consecutive_failures", "edge: at most %d, got %d", maxCountedFailures, c.ConsecutiveFailures)
 	}
 	for _, d := range []struct {
 		key string

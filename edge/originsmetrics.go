@@ -16,12 +16,15 @@ var (
 	originResolvesDesc   = prometheus.NewDesc("corral_edge_origin_resolves_total", "Resolutions of the origin name attempted.", nil, nil)
 	originResolveErrDesc = prometheus.NewDesc("corral_edge_origin_resolve_errors_total", "Resolutions of the origin name that failed (the last good answer was kept).", nil, nil)
 	originFailOpenDesc   = prometheus.NewDesc("corral_edge_origin_fail_open_total", "Picks that found no usable origin and chose among all (ejected or unhealthy).", nil, nil)
+	originDownDesc       = prometheus.NewDesc("corral_edge_origins_down", "Origins of the answer whose Relay transport is down (connection refused or lost, not re-established): no new sessions go there.", nil, nil)
+	originAllDownDesc    = prometheus.NewDesc("corral_edge_origin_picks_all_down_total", "Picks refused because the transport of every origin that could be picked (of the hand with shard) was down.", nil, nil)
 	originSkippedDesc    = prometheus.NewDesc("corral_edge_origin_ejections_skipped_total", "Ejections refused because max_ejection_percent of the origins were ejected.", nil, nil)
 )
 
 func (c *originCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{originSessionsDesc, originHandshakesDesc, originEjectionsDesc, originEjectedDesc,
-		originResolvedDesc, originStaleDesc, originResolvesDesc, originResolveErrDesc, originFailOpenDesc, originSkippedDesc} {
+		originResolvedDesc, originStaleDesc, originResolvesDesc, originResolveErrDesc, originFailOpenDesc, originSkippedDesc,
+		originDownDesc, originAllDownDesc} {
 		ch <- d
 	}
 }
@@ -50,4 +53,6 @@ func (c *originCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(originResolveErrDesc, prometheus.CounterValue, float64(s.resolveErrors.Load()))
 	ch <- prometheus.MustNewConstMetric(originFailOpenDesc, prometheus.CounterValue, float64(s.failOpen.Load()))
 	ch <- prometheus.MustNewConstMetric(originSkippedDesc, prometheus.CounterValue, float64(s.ejectSkipped.Load()))
+	ch <- prometheus.MustNewConstMetric(originDownDesc, prometheus.GaugeValue, float64(s.downCount()))
+	ch <- prometheus.MustNewConstMetric(originAllDownDesc, prometheus.CounterValue, float64(s.allDown.Load()))
 }

@@ -7,17 +7,25 @@ import "time"
 // one); the ejection decision takes Origins.mu, because the share of
 // ejected origins is a property of the whole set.
 
-// failure counts one failure of o and ejects it at the threshold.
+// failure counts one failure of o (for p2c's score too, so also with the
+// ejection disabled) and ejects it at the threshold.
 func (s *Origins) failure(o *Origin) {
+	now := s.now()
+	o.penalize(now.UnixNano())
+	n := o.failures.Add(1)
+	if n > maxCountedFailures {
+		o.failures.CompareAndSwap(n, maxCountedFailures)
+	}
 	oc := s.cfg.Outlier
-	if oc.Disabled {
+	if oc.Disabled || int(n) < oc.ConsecutiveFailures {
 		return
 	}
-	if int(o.failures.Add(1)) < oc.ConsecutiveFailures {
-		return
-	}
-	s.eject(o, s.now())
+	s.eject(o, now)
 }
+
+// maxCountedFailures bounds the consecutive failure count of an origin
+// that fails for ever, far below the overflow of its counter.
+const maxCountedFailures = 1 << 20
 
 // eject ejects o at now unless it is ejected already, left the answer, a
 // success reset its count meanwhile, or the ejection would exceed

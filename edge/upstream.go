@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -56,6 +57,12 @@ type originConn struct {
 
 	mu      sync.Mutex // serialises opening streams
 	streams []*relayStream
+
+	// stateMu orders the reports of the transport's state (watch and a
+	// failed stream open) so that the last one reflects the newest state.
+	// Lock order: oc.mu, then stateMu, then Origins.mu (Lookup).
+	stateMu sync.Mutex
+	lost    bool // guarded by stateMu: the connection failed since it was last READY
 }
 
 // relayStream is one Relay stream and the sessions on it.
@@ -87,6 +94,9 @@ func (u *upstream) open(s *session, key string) bool {
 		}
 		rs, err := u.stream(o.Addr())
 		if err != nil {
+			// stream marked the transport down if the connection is
+			// refused or lost (originConn.report), so the next attempt
+			// picks another origin without waiting for the watcher.
 			e.log.Warn("edge: relay stream failed to open", "origin", o.Addr(), "err", err)
 			o.HandshakeDone(OriginFailure)
 			continue
@@ -146,6 +156,7 @@ func (u *upstream) stream(addr string) (*relayStream, error) {
 			if best != nil {
 				return best, nil
 			}
+			oc.report(true)
 			return nil, err
 		}
 		oc.streams[free] = rs
@@ -172,7 +183,10 @@ func (u *upstream) conn(addr string) (*originConn, error) {
 	cc, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(u.credentials(addr)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: 5 * time.Second}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: redialBackoff, MinConnectTimeout: 5 * time.Second}),
+		// The edge holds the connection while the origin is in the
+		// answer: an idle channel would read as a lost transport.
+		grpc.WithIdleTimeout(0),
 		// The hub's enforcement policy allows a ping every 10 s with
 		// streams open.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
@@ -182,7 +196,57 @@ func (u *upstream) conn(addr string) (*originConn, error) {
 	}
 	oc := &originConn{u: u, addr: addr, cc: cc, streams: make([]*relayStream, u.e.relayCfg.Streams)}
 	u.conns[addr] = oc
+	go oc.watch()
 	return oc, nil
+}
+
+// redialBackoff is the backoff between connection attempts to an origin
+// whose transport is down: gRPC's connection backoff (1 s, times 1.6,
+// +-20 % jitter) with its cap cut from 120 s to 30 s, so that a hub back
+// on its address is found within about 30 s.
+var redialBackoff = backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 30 * time.Second}
+
+// watch follows the connection's state until it is closed or the upstream
+// stops, reports it to the origin (report), and re-dials a connection
+// that went IDLE (after a transport was lost gRPC waits for an RPC;
+// a failed attempt is retried by gRPC itself, with redialBackoff).
+func (oc *originConn) watch() {
+	ctx := oc.u.ctx
+	for {
+		st := oc.cc.GetState()
+		if st == connectivity.Idle {
+			oc.cc.Connect()
+		}
+		oc.report(false)
+		if st == connectivity.Shutdown || !oc.cc.WaitForStateChange(ctx, st) {
+			return
+		}
+	}
+}
+
+// report derives from the connection's state now, and failed (a stream
+// failed to open on it), whether the origin's transport is down, and
+// tells the origin of the address: down while the connection is not
+// READY and failed since it last was (TRANSIENT_FAILURE, which gRPC keeps
+// until a new attempt succeeds, or a stream refused). IDLE and CONNECTING
+// alone are not down: a connection never tried yet, or one the hub closed
+// with a GOAWAY (an idle connection after grpc_max_connection_idle), is
+// re-dialled at once; a lost one fails that attempt. A connection closed
+// (the origin left the answer) is no longer down.
+func (oc *originConn) report(failed bool) {
+	oc.stateMu.Lock()
+	defer oc.stateMu.Unlock()
+	switch st := oc.cc.GetState(); st {
+	case connectivity.Ready, connectivity.Shutdown:
+		oc.lost = false
+	case connectivity.TransientFailure:
+		oc.lost = true
+	default: // IDLE, CONNECTING
+		oc.lost = oc.lost || failed
+	}
+	if o := oc.u.e.origins.Lookup(oc.addr); o != nil {
+		o.SetTransportDown(oc.lost)
+	}
 }
 
 // credentials are those of the connection to addr: TLS with

@@ -17,8 +17,10 @@ import (
 // scenarios/reliability/poison-tenant.yaml (200 devices of 10 tenants at
 // its scale, tenant t0 the poison one from 3 s on) through the fleet's two
 // edges, which pin every tenant to its hand of 2 of the 6 hubs (a static
-// list of the hubs, origins.shard with one secret on both edges; an origin
-// whose Relay stream breaks is ejected at once). kraken kills every hub
+// list of the hubs, origins.shard with one secret on both edges, the
+// edge's default outlier settings: 5 failures, max_ejection_percent 10,
+// one ejection of six; a killed hub is no candidate because its Relay
+// transport is down, whatever the cap). kraken kills every hub
 // that holds or welcomes a session of t0: exactly t0's hand (computed
 // here with package shard, as the edges do) is killed, every other hub is
 // up, and the other tenants' success (attempts from the poison's start on
@@ -77,8 +79,7 @@ func poisonTenantRun(t *testing.T, resolved bool) {
 				secret, hands = s, hs
 			}
 		}
-		c.Origins.Shard = edge.OriginShardConfig{HandSize: hand, Secret: secret}
-		c.Origins.Outlier.ConsecutiveFailures, c.Origins.Outlier.MaxEjectionPercent = 1, 50
+		c.Origins.Shard = edge.OriginShardConfig{HandSize: hand, Secret: secret} // the outlier settings are the defaults
 	}})
 	if secret == "" {
 		t.Fatal("fixture: no secret of 100 keeps every other tenant's hand apart from the poison's")
