@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/hub/auth"
+	"github.com/corralhq/corral/kraken"
+	"github.com/corralhq/corral/limit"
+	"github.com/corralhq/corral/scenario"
+)
+
+const testSecret = "calibrate-test-secret-0123456789abcdef"
+
+// rateAdmission is a load balancer stand-in with a known capacity: it
+// admits new sessions at rate per second (a token bucket of one token)
+// with a bucket of burst tokens (a tenth of a second of admissions: a
+// bucket of one would turn away the attempts that come close together
+// and admit less than rate under a herd) and refuses the rest at once
+// with 1013 and no hint, so the devices' backoff alone paces them. It
+// queues nothing.
+type rateAdmission struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func (a *rateAdmission) AdmitAt(_ limit.Priority, now time.Time) limit.Decision {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last.IsZero() {
+		a.last, a.tokens = now, a.burst
+	}
+	a.tokens = min(a.tokens+now.Sub(a.last).Seconds()*a.rate, a.burst)
+	a.last = now
+	if a.tokens >= 1 {
+		a.tokens--
+		return limit.Decision{Admit: true}
+	}
+	return limit.Decision{}
+}
+
+func (a *rateAdmission) SeverQuotaAt(limit.Counts, time.Time) limit.Counts { return limit.Counts{} }
+func (a *rateAdmission) RetryAfterAt(limit.Priority, time.Time) time.Duration {
+	return 0
+}
+
+// startHub runs a hub on loopback (port 0) with node id id behind a
+// rateAdmission of rate per second, and returns its WebSocket URL and
+// its metrics.
+func startHub(t *testing.T, id string, rate float64) (string, *prometheus.Registry) {
+	t.Helper()
+	cfg := hub.DefaultConfig()
+	cfg.Listen, cfg.GRPCListen, cfg.Admin.Addr = "127.0.0.1:0", "", ""
+	cfg.NodeID = id
+	cfg.Auth = auth.Config{Keys: []auth.KeyConfig{{Algorithm: "HS256", Secret: testSecret}}}
+	cfg.Drain.Deadline = 5 * time.Second
+	reg := prometheus.NewRegistry()
+	h, err := hub.New(cfg, hub.Options{Registerer: reg, Overload: &rateAdmission{rate: rate, burst: max(1, rate/10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- h.Run(context.Background()) }()
+	<-h.Started()
+	if err := h.Ready(); err != nil {
+		t.Fatalf("hub did not start: %v (%v)", err, <-errc)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+	})
+	return "ws://" + h.Addr().String() + "/v1/ws", reg
+}
+
+func token(tenant string, rank int) (string, error) {
+	now := time.Now()
+	c := auth.Claims{
+		Tenant: tenant, Channels: []string{">"}, MaxPriority: &rank,
+		RegisteredClaims: jwt.RegisteredClaims{IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))},
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(testSecret))
+}
+
+// runKraken runs sc against targets in process, bounded by two minutes.
+func runKraken(t *testing.T, sc *scenario.Scenario, targets []string) *kraken.Result {
+	t.Helper()
+	k, err := kraken.New(sc, kraken.Config{Targets: targets, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := k.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func decode(t *testing.T, name, text string) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Decode(name, []byte(strings.TrimLeft(text, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// The measuring pass at small scale: a herd (every session dropped, a
+// short backoff that keeps the hubs busy) and a trickle.
+const (
+	herdPass = `
+name: herd
+duration: 60s
+population: {devices: DEVICES, initial: DEVICES, protocol: websocket}
+dns: {policy: multivalue}
+origins: [{name: hub, count: 3, headroom: 2, max_new_per_second: 1}]
+client:
+  backoff: {policy: full, base: 250ms, cap: 1s}
+  connect_timeout: 10s
+traffic:
+  disconnects: [{at: 1s, share: 1}]
+stop: {on_recovery: true}
+`
+	idlePass = `
+name: idle
+duration: 5s
+population: {devices: 20, initial: 0, protocol: websocket}
+dns: {policy: multivalue}
+origins: [{name: hub, count: 3, headroom: 2, max_new_per_second: 1}]
+traffic:
+  arrivals: [{at: 0s, over: 4s, devices: 20}]
+`
+)
+
+// TestCalibrationSmall is bench/sim/calibrate.sh at a small scale, in
+// process: 3 hubs behind stand-ins that admit 40 new sessions per second
+// each; the measuring pass measures their rates and the handshake
+// latency with kraken, writes them into scenarios/calibrate.yaml (900
+// devices, a shorter backoff), and the same storm runs in kraken and in
+// the sim at two seeds. What does not depend on the machine's speed is
+// asserted: each hub's share of the sessions within the 10 % target, the
+// attempts per device within 25 % (below), a measured rate no higher
+// than the stand-ins' admit, and every failure kraken saw one the sim
+// models (all refusals). The peak error rate and the time to 99 % back
+// are logged, not asserted.
+func TestCalibrationSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four kraken runs against three hubs")
+	}
+	const devices, rate = 900, 40.0
+	var targets []string
+	for i := range 3 {
+		u, _ := startHub(t, fmt.Sprintf("hub-%d", i+1), rate)
+		targets = append(targets, u)
+	}
+	n := fmt.Sprint(devices)
+	herd := runKraken(t, decode(t, "herd.yaml", strings.ReplaceAll(herdPass, "DEVICES", n)), targets)
+	idle := runKraken(t, decode(t, "idle.yaml", idlePass), targets)
+	in, err := Measure(herd, idle, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mean, spread := in.Rate()
+	t.Logf("measured: %.1f new sessions/s per hub (%v, spread %.1f %%), handshake latency %v", mean, in.Rates, 100*spread, in.HandshakeLatency)
+	// The measured rate is what the fleet took (the stand-ins' rate at
+	// most; less when the machine cannot bring the herd's attempts to
+	// them fast enough): the input, whatever it is.
+	for name, r := range in.Rates {
+		if r <= 0 || r > 1.1*rate {
+			t.Errorf("%s measured at %.1f/s, the stand-in admits at most %.0f/s", name, r, rate)
+		}
+	}
+	// The stand-ins queue nothing: the sim's nearest origin is one whose
+	// backlog holds one step's set-ups.
+	src, err := os.ReadFile("../../../scenarios/calibrate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := strings.NewReplacer(
+		"devices: 50000", "devices: "+n, "initial: 50000", "initial: "+n,
+		"backoff: {policy: full, base: 1s, cap: 30s}", "backoff: {policy: full, base: 500ms, cap: 4s}",
+	).Replace(string(src))
+	base, err := scenario.Decode("calibrate.yaml", []byte(small))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Backlog = int64(math.Ceil(mean * base.Step.Seconds()))
+	seeds := []uint64{1, 2}
+	var ks []*kraken.Result
+	var sc *scenario.Scenario
+	for _, seed := range seeds {
+		b, err := Apply("calibrate.yaml", []byte(small), in, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc = decode(t, "calibrate.yaml", string(b))
+		k := runKraken(t, sc, targets)
+		if k.Storms[0].Back != k.Storms[0].Dropped {
+			t.Fatalf("seed %d: %d of %d dropped back; the storm did not end", seed, k.Storms[0].Back, k.Storms[0].Dropped)
+		}
+		ks = append(ks, k)
+	}
+	var log bytes.Buffer
+	rows, unexplained, err := Calibrate(context.Background(), sc, seeds, ks, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = Print(&log, rows)
+	t.Logf("%d devices, seeds %v:\n%s", devices, seeds, log.String())
+	for _, r := range rows {
+		bound := -1.0
+		switch {
+		case strings.HasPrefix(r.Figure, "share of sessions"):
+			bound = Target
+		case r.Figure == "attempts per device":
+			// The sim refuses an attempt at once; a hub refuses it
+			// (1013) after the upgrade and Hello, so on a machine loaded
+			// enough to stretch a handshake a kraken device makes fewer
+			// attempts in the same time (seen under -race at load 6:
+			// 2.46 against the sim's 3.42). The test's bound leaves room
+			// for the machine; the 10 % target is the quiet full run's.
+			bound = 2.5 * Target
+		}
+		if bound >= 0 && math.Abs(r.Ratio-1) > bound {
+			t.Errorf("%s: kraken %.3f, sim %.3f (ratio %.3f): off by more than %.0f %%", r.Figure, r.Kraken, r.Sim, r.Ratio, 100*bound)
+		}
+	}
+	if len(rows) != 3+3 {
+		t.Errorf("%d rows, want a share per hub (3) and three figures", len(rows))
+	}
+	for _, u := range unexplained {
+		t.Errorf("unexplained: %s", u)
+	}
+}

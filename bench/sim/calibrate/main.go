@@ -1,0 +1,241 @@
+// Command calibrate is the Go half of bench/sim/calibrate.sh: it turns a
+// measuring pass of kraken against a real fleet into the sim's origin
+// inputs, and sets the sim's figures of a storm beside kraken's (issue
+// 15, "Calibration against real storms").
+//
+//	calibrate inputs -scenario scenarios/calibrate.yaml -herd herd.json -idle idle.json \
+//	    [-window 3] [-backlog 0] -seed 1 -out calibrated.yaml
+//	calibrate compare -scenario calibrated.yaml -seeds 1,2,3 kraken-1.json kraken-2.json kraken-3.json
+//
+// inputs reads each origin's admission rate from the herd pass (a kraken
+// run whose drop is followed by a short backoff, so the devices come back
+// faster than the hubs take them: the largest rise of each hub's sessions
+// over -window seconds) and the handshake latency from the idle pass (a
+// trickle of devices: the median Welcome latency), and writes them into
+// the scenario's origin fields at -seed (the file's comments kept). The
+// backlog is not measured: it says what the origins are (-backlog 0: a
+// hub without admission queues every handshake).
+//
+// compare runs the calibrated file in the simulator at every seed of
+// -seeds (the kraken results in the same order, each of a run of the same
+// file at that seed), prints each run's figures and the means side by
+// side with their ratio (target: within 10 %), and lists any failure of
+// kraken's runs the sim does not account for. It exits 1 when a figure
+// is off target or a failure is unexplained.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/kraken"
+	"github.com/corralhq/corral/scenario"
+	"github.com/corralhq/corral/sim"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if errors.Is(err, errOffTarget) {
+			os.Exit(1)
+		}
+		os.Exit(2)
+	}
+}
+
+var errOffTarget = errors.New("calibrate: off target")
+
+func run(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("calibrate: want a command: inputs or compare")
+	}
+	switch args[0] {
+	case "inputs":
+		return inputsCmd(args[1:], out)
+	case "compare":
+		return compareCmd(args[1:], out)
+	}
+	return fmt.Errorf("calibrate: unknown command %q (want inputs or compare)", args[0])
+}
+
+func readKraken(path string) (*kraken.Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	var r kraken.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("calibrate: %s: %w", path, err)
+	}
+	return &r, nil
+}
+
+func inputsCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("calibrate inputs", flag.ContinueOnError)
+	path := fs.String("scenario", "scenarios/calibrate.yaml", "the scenario file to calibrate")
+	herdPath := fs.String("herd", "", "the herd pass's kraken result (JSON)")
+	idlePath := fs.String("idle", "", "the idle pass's kraken result (JSON)")
+	window := fs.Int("window", 3, "the seconds over which a hub's largest rise is its rate")
+	backlog := fs.Int64("backlog", 0, "what the origins queue (0: unbounded, a hub without admission)")
+	seed := fs.Uint64("seed", 1, "the seed written into the file")
+	dst := fs.String("out", "", "the calibrated file to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *herdPath == "" || *idlePath == "" || *dst == "" {
+		return errors.New("calibrate inputs: -herd, -idle and -out are required")
+	}
+	herd, err := readKraken(*herdPath)
+	if err != nil {
+		return err
+	}
+	idle, err := readKraken(*idlePath)
+	if err != nil {
+		return err
+	}
+	in, err := Measure(herd, idle, *window)
+	if err != nil {
+		return err
+	}
+	in.Backlog = *backlog
+	src, err := os.ReadFile(*path)
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	b, err := Apply(*path, src, in, *seed)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*dst, b, 0o644); err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	rate, spread := in.Rate()
+	fmt.Fprintf(out, "inputs: %.1f new sessions/s per hub (spread %.1f %%:", rate, 100*spread)
+	for _, n := range sortedKeys(in.Rates) {
+		fmt.Fprintf(out, " %s %.0f", n, in.Rates[n])
+	}
+	fmt.Fprintf(out, "), handshake latency %v (median of %d Welcomes), backlog %d -> %s\n",
+		in.HandshakeLatency, idle.Latency.Welcome.Count(), in.Backlog, *dst)
+	return nil
+}
+
+// Measure is the measuring pass: the rates from herd, the latency from
+// idle.
+func Measure(herd, idle *kraken.Result, window int) (Inputs, error) {
+	rates, err := MeasureRates(herd, window)
+	if err != nil {
+		return Inputs{}, err
+	}
+	lat, err := MeasureLatency(idle)
+	if err != nil {
+		return Inputs{}, err
+	}
+	return Inputs{Rates: rates, Window: time.Duration(window) * time.Second, HandshakeLatency: lat}, nil
+}
+
+func compareCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("calibrate compare", flag.ContinueOnError)
+	path := fs.String("scenario", "", "the calibrated scenario file")
+	seedList := fs.String("seeds", "1", "the seeds, comma-separated, of the kraken results in order")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var seeds []uint64
+	for _, f := range strings.Split(*seedList, ",") {
+		s, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil {
+			return fmt.Errorf("calibrate compare: -seeds: %q is not a seed", f)
+		}
+		seeds = append(seeds, s)
+	}
+	if fs.NArg() != len(seeds) {
+		return fmt.Errorf("calibrate compare: %d seeds and %d kraken results: want one result per seed", len(seeds), fs.NArg())
+	}
+	sc, err := scenario.Load(*path)
+	if err != nil {
+		return err
+	}
+	var ks []*kraken.Result
+	for _, p := range fs.Args() {
+		k, err := readKraken(p)
+		if err != nil {
+			return err
+		}
+		ks = append(ks, k)
+	}
+	rows, unexplained, err := Calibrate(context.Background(), sc, seeds, ks, out)
+	if err != nil {
+		return err
+	}
+	if err := Print(out, rows); err != nil {
+		return err
+	}
+	for _, u := range unexplained {
+		fmt.Fprintln(out, "unexplained:", u)
+	}
+	for _, r := range rows {
+		if !r.Within {
+			return errOffTarget
+		}
+	}
+	if len(unexplained) > 0 {
+		return errOffTarget
+	}
+	return nil
+}
+
+// Calibrate runs sc in the simulator at each seed, reads the figures of
+// each run and of kraken's result of the same seed (ks[i] is seeds[i]'s),
+// writes a line per run to log, and returns the means side by side and
+// the failures the sim does not account for.
+func Calibrate(ctx context.Context, sc *scenario.Scenario, seeds []uint64, ks []*kraken.Result, log io.Writer) ([]Row, []string, error) {
+	if len(sc.Traffic.Disconnects) != 1 {
+		return nil, nil, errors.New("calibrate: the scenario needs exactly one drop (traffic.disconnects)")
+	}
+	dropAt := sc.Traffic.Disconnects[0].At
+	var kf, sf []Figures
+	for i, seed := range seeds {
+		c := *sc
+		c.Seed = seed
+		c.Sweep = scenario.Sweep{}
+		c.Sim.Draws = 1
+		res, err := sim.RunAll(ctx, &c, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(res) != 1 {
+			return nil, nil, fmt.Errorf("calibrate: the sim ran %d variants, want one", len(res))
+		}
+		s, err := FromSim(res[0], dropAt)
+		if err != nil {
+			return nil, nil, err
+		}
+		k, err := FromKraken(ks[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintln(log, Line(fmt.Sprintf("seed %d kraken", seed), k))
+		fmt.Fprintln(log, Line(fmt.Sprintf("seed %d sim   ", seed), s))
+		kf, sf = append(kf, k), append(sf, s)
+	}
+	km, sm := Mean(kf), Mean(sf)
+	return Compare(km, sm), Unexplained(km, sm), nil
+}
+
+func sortedKeys(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
