@@ -1,0 +1,188 @@
+package main
+
+import (
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/kraken"
+	"github.com/corralhq/corral/scenario"
+	"github.com/corralhq/corral/sim"
+)
+
+// handStorm is one storm told twice, as kraken and as the sim would
+// report it: 100 devices on hub-1 and hub-2 (60 and 40), all dropped at
+// 2 s; in the second after the drop 100 attempts start, 40 fail
+// (refused) and 60 are back; in the next 40 attempts start and all are
+// back.
+func handStorm() (*kraken.Result, *sim.Result) {
+	back := 2000.0
+	k := &kraken.Result{
+		Devices:           100,
+		AttemptsPerSecond: []int64{0, 0, 100, 40, 0},
+		HeldPerSecond:     []int64{100, 100, 60, 100, 100},
+		FailuresPerSecond: map[string][]int64{"p0": {0, 0, 40, 0, 0}},
+		HeldByOrigin:      map[string][]int64{"hub-1": {60, 60, 36, 60, 60}, "hub-2": {40, 40, 24, 40, 40}},
+		Failures:          map[string]kraken.Counts{"close_1013": {"p0": 40}, "subscribe_denied": {"p0": 3}},
+		Storms:            []*kraken.Storm{{Kind: "drop", AtSeconds: 2, Share: 1, Dropped: 100, Back: 100, Back99Ms: &back}},
+	}
+	s := &sim.Result{
+		Devices: 100, Step: 0.5, Origins: []string{"hub-1", "hub-2"}, Causes: sim.CauseNames(),
+	}
+	step := func(t float64, connected, dropped, attempts, ok, refused int64, o1, o2 int64) sim.Step {
+		st := sim.Step{T: t, Connected: connected, Dropped: dropped, Attempts: attempts, Successes: []int64{ok}, AttemptErrors: refused,
+			Origins: []sim.OriginStep{{Connected: o1}, {Connected: o2}}}
+		for c := range st.Errors {
+			st.Errors[c] = []int64{0}
+		}
+		st.Errors[sim.CauseBacklog][0] = refused
+		return st
+	}
+	s.Steps = []sim.Step{
+		step(0, 100, 0, 0, 0, 0, 60, 40), step(0.5, 100, 0, 0, 0, 0, 60, 40),
+		step(1, 100, 0, 0, 0, 0, 60, 40), step(1.5, 100, 0, 0, 0, 0, 60, 40),
+		step(2, 30, 100, 60, 30, 30, 18, 12), step(2.5, 60, 0, 40, 30, 10, 36, 24),
+		step(3, 80, 0, 20, 20, 0, 48, 32), step(3.5, 100, 0, 20, 20, 0, 60, 40),
+		step(4, 100, 0, 0, 0, 0, 60, 40), step(4.5, 100, 0, 0, 0, 0, 60, 40),
+	}
+	return k, s
+}
+
+// TestFiguresReadBothSidesAlike: the same storm, told by kraken and by
+// the sim, gives the same figures, and every row of the comparison is
+// within target with nothing unexplained.
+func TestFiguresReadBothSidesAlike(t *testing.T) {
+	k, s := handStorm()
+	kf, err := FromKraken(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, err := FromSim(s, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		side string
+		f    Figures
+	}{{"kraken", kf}, {"sim", sf}} {
+		if f.f.Dropped != 100 || f.f.AttemptsPerDevice != 1.4 || f.f.PeakErrorRate != 0.4 || f.f.Failed != 40 ||
+			f.f.Back99 != 2*time.Second || f.f.Share["hub-1"] != 0.6 || f.f.Share["hub-2"] != 0.4 {
+			t.Errorf("%s: %+v; want 100 dropped, 1.4 attempts each, peak 40 %%, 40 failed, 99 %% back 2 s after the drop, shares 60/40", f.side, f.f)
+		}
+	}
+	if kf.Failures["refused"] != 40 || len(kf.Failures) != 1 {
+		t.Errorf("kraken's failures %v: want the 40 refusals alone (a subscribe refusal is no attempt's)", kf.Failures)
+	}
+	for _, r := range Compare(kf, sf) {
+		if !r.Within || r.Ratio != 1 {
+			t.Errorf("%s: ratio %v, want 1", r.Figure, r.Ratio)
+		}
+	}
+	if u := Unexplained(kf, sf); len(u) != 0 {
+		t.Errorf("unexplained: %v", u)
+	}
+}
+
+// TestUnexplainedFailures: a failure kind the sim has no cause for, or
+// one side's kind the other lacks, is listed.
+func TestUnexplainedFailures(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		k, s       map[string]int64
+		wantSubstr string
+	}{
+		{"a reason the sim does not model", map[string]int64{"close_4000": 2}, nil, "close_4000: a kind the sim does not model"},
+		{"kraken's refusals, none in the sim", map[string]int64{"refused": 5}, nil, "kraken counts 5 failures refused, the sim none"},
+		{"the sim's timeouts, none in kraken", nil, map[string]int64{"timeout": 7}, "the sim counts 7 failures timeout, kraken none"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u := Unexplained(Figures{Failures: c.k}, Figures{Failures: c.s})
+			if len(u) != 1 || !strings.Contains(u[0], c.wantSubstr) {
+				t.Errorf("unexplained %q, want one containing %q", u, c.wantSubstr)
+			}
+		})
+	}
+}
+
+// TestCompareRatio: the ratio is sim over kraken and within target only
+// within 10 %; a figure only the sim has is off target.
+func TestCompareRatio(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		k, s   float64
+		within bool
+	}{
+		{"equal", 2, 2, true}, {"9 % above", 2, 2.18, true}, {"11 % below", 2, 1.78, false},
+		{"both zero", 0, 0, true}, {"only the sim's", 0, 0.1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if r := row("x", "", c.k, c.s); r.Within != c.within {
+				t.Errorf("kraken %v, sim %v: within %v (ratio %v), want %v", c.k, c.s, r.Within, r.Ratio, c.within)
+			}
+		})
+	}
+}
+
+// TestMeasureRates: the largest rise over the window, from the drop
+// itself too; a herd back within the window is refused.
+func TestMeasureRates(t *testing.T) {
+	herd := func(held []int64) *kraken.Result {
+		return &kraken.Result{HeldByOrigin: map[string][]int64{"hub-1": held},
+			Storms: []*kraken.Storm{{Kind: "drop", AtSeconds: 2, Share: 1}}}
+	}
+	rates, err := MeasureRates(herd([]int64{900, 900, 150, 400, 700, 880, 900, 900}), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rates["hub-1"]; got != 275 { // (700 - 150) / 2, more than (400 - 0) / 2
+		t.Errorf("rate %v, want 275", got)
+	}
+	rates, err = MeasureRates(herd([]int64{900, 900, 450, 800, 880, 900}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rates["hub-1"]; got != 450 { // from the drop: (450 - 0) / 1
+		t.Errorf("rate %v, want 450 (from the drop)", got)
+	}
+	if _, err := MeasureRates(herd([]int64{900, 900, 895, 900, 900, 900}), 1); err == nil || !strings.Contains(err.Error(), "herd ended before") {
+		t.Errorf("a herd back within the window: %v, want it refused", err)
+	}
+	if _, err := MeasureRates(herd([]int64{900, 900, 100}), 3); err == nil || !strings.Contains(err.Error(), "give the herd more devices") {
+		t.Errorf("a series shorter than the window: %v, want it refused", err)
+	}
+}
+
+// TestApplyWritesTheInputs: the shipped file takes the measured inputs
+// on its origin lines, at the seed, and still decodes; a file with two
+// origin groups is refused.
+func TestApplyWritesTheInputs(t *testing.T) {
+	src, err := os.ReadFile("../../../scenarios/calibrate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Inputs{Rates: map[string]float64{"hub-1": 1000, "hub-2": 1200}, Window: 3 * time.Second, HandshakeLatency: 1500 * time.Microsecond, Backlog: 7}
+	b, err := Apply("calibrate.yaml", src, in, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenario.Decode("calibrate.yaml", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := sc.Origins[0]
+	if sc.Seed != 42 || o.MaxNewPerSecond != 1100 || o.HandshakeLatency != 1500*time.Microsecond || o.Backlog != 7 || o.Count != 3 {
+		t.Errorf("seed %d, origin %+v; want seed 42, 1100/s, 1.5ms, backlog 7, count 3 kept", sc.Seed, o)
+	}
+	if !strings.Contains(string(b), "hub-1 1000/s hub-2 1200/s; spread 9.1 %") {
+		t.Errorf("the rate's line does not say where it comes from:\n%s", b)
+	}
+	if mean, spread := in.Rate(); mean != 1100 || math.Abs(spread-1.0/11) > 1e-9 {
+		t.Errorf("Rate() = %v, %v; want 1100, 1/11", mean, spread)
+	}
+	two := strings.Replace(string(src), "origins:\n", "origins:\n  - {name: edge, max_new_per_second: 5, headroom: 1}\n  - name: x\n    max_new_per_second: 3\n    headroom: 1\n", 1)
+	if _, err := Apply("two.yaml", []byte(two), in, 1); err == nil || !strings.Contains(err.Error(), "want one") {
+		t.Errorf("two origin groups: %v, want a refusal", err)
+	}
+}
