@@ -3,14 +3,20 @@
 # (issue 15, "Calibration against real storms").
 #
 #   bash bench/sim/calibrate.sh [-n 50000] [-hubs 3] [-seeds "1 2 3"] [-window 3]
-#                               [-scenario scenarios/calibrate.yaml] [-net 127.0.1] [-agents 0]
+#                               [-scenario scenarios/calibrate.yaml] [-net 127.0.1] [-agents 0] [-dns]
 #
 # -hubs `corral hub` processes (no admission control: overload off; memory
 # history; pings every 10 min) on NET.1 .. NET.H (-net, default 127.0.1),
 # port 7400 (admin 7409), node
 # ids hub-1 .. hub-H; `corral kraken run` drives them straight (one target
 # per hub, one at random per attempt), over -agents agent processes (0:
-# one per 18,000 devices). Every run below is on fresh hubs.
+# one per 18,000 devices). With -dns the target is a name instead,
+# ws://hubs.calibrate.test:7400/v1/ws, answered by `corral dns` on NET.100
+# (port 5353, a multi-value record naming every hub, no health checks,
+# response rate limiting off: kraken resolves the name for every attempt
+# and takes one of its addresses at random; the sim's multi-value answer
+# is the same one, cached by its resolvers for the TTL). Every run below
+# is on fresh hubs (and a fresh DNS server).
 #
 #   1. The measuring pass, with kraken, of the inputs the sim takes:
 #      - idle: 20 devices arriving over 4 s (none finds a queue): the
@@ -67,6 +73,7 @@ WINDOW=3
 SCENARIO=scenarios/calibrate.yaml
 NET=127.0.1
 AGENTS=0
+DNS=0
 HERD=${HERD:-"{policy: full, base: 300ms, cap: 1s}"}
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -77,6 +84,7 @@ while [ $# -gt 0 ]; do
 	-scenario) SCENARIO=$2; shift 2 ;;
 	-net) NET=$2; shift 2 ;;
 	-agents) AGENTS=$2; shift 2 ;;
+	-dns) DNS=1; shift ;;
 	*) echo "unknown flag $1" >&2; exit 2 ;;
 	esac
 done
@@ -114,9 +122,29 @@ YAML
 		hub_pids+=($!)
 	done
 	for i in $(seq "$HUBS"); do wait_ready "$NET.$i:7409"; done
+	if [ "$DNS" = 1 ]; then
+		{
+			printf 'listen: %s.100:5353\nadmin: {addr: %s.100:5359}\nrrl: {enabled: false}\nzones:\n' "$NET" "$NET"
+			printf '  - origin: calibrate.test\n    ttl: 60s\n    soa: {mname: ns1.calibrate.test, rname: hostmaster.calibrate.test, serial: 1, minimum: 60s}\n'
+			printf '    ns: [ns1.calibrate.test]\n    records:\n      - {name: ns1, type: A, values: [%s.100]}\n' "$NET"
+			printf '      - name: hubs\n        type: A\n        policy: multivalue\n        values: ['
+			for i in $(seq "$HUBS"); do printf '%s%s.%d' "$([ "$i" = 1 ] || echo ', ')" "$NET" "$i"; done
+			printf ']\n'
+		} >"$work/dns.yaml"
+		"$work/corral" dns --config "$work/dns.yaml" --log-level warn >"$work/dns.log" 2>&1 &
+		hub_pids+=($!)
+		wait_ready "$NET.100:5359"
+	fi
 }
 stop_hubs() { kill -TERM "${hub_pids[@]}" 2>/dev/null || true; wait "${hub_pids[@]}" 2>/dev/null || true; }
-targets() { local i; for i in $(seq "$HUBS"); do printf -- '--target ws://%s.%d:7400/v1/ws ' "$NET" "$i"; done; }
+targets() {
+	if [ "$DNS" = 1 ]; then
+		printf -- '--target ws://hubs.calibrate.test:7400/v1/ws --resolver %s.100:5353 ' "$NET"
+		return
+	fi
+	local i
+	for i in $(seq "$HUBS"); do printf -- '--target ws://%s.%d:7400/v1/ws ' "$NET" "$i"; done
+}
 # kraken FILE OUT: one kraken run on fresh hubs.
 kraken() {
 	start_hubs
