@@ -154,7 +154,8 @@ traffic:
 // latency with kraken, writes them into scenarios/calibrate.yaml (900
 // devices, a shorter backoff), and the same storm runs in kraken and in
 // the sim at two seeds. What does not depend on the machine's speed is
-// asserted: each hub's share of the sessions within the 10 % target, the
+// asserted: each hub's share of the sessions within the 10 % target (or
+// four standard errors of a random pick, below), the
 // attempts per device within 25 % (below), a measured rate no higher
 // than the stand-ins' admit, and every failure kraken saw one the sim
 // models (all refusals). The peak error rate and the time to 99 % back
@@ -227,7 +228,13 @@ func TestCalibrationSmall(t *testing.T) {
 		bound := -1.0
 		switch {
 		case strings.HasPrefix(r.Figure, "share of sessions"):
-			bound = Target
+			// Each device's hub is a random pick: at 900 devices over
+			// two seeds kraken's share of a hub has a standard error
+			// of 3.3 % of itself, so the bound is the 10 % target or
+			// four standard errors, whichever is larger (13 % here).
+			p := r.Sim
+			se := math.Sqrt(p*(1-p)/float64(devices*len(seeds))) / p
+			bound = max(Target, 4*se)
 		case r.Figure == "attempts per device":
 			// The sim refuses an attempt at once; a hub refuses it
 			// (1013) after the upgrade and Hello, so on a machine loaded
