@@ -310,6 +310,27 @@ type LimiterConfig struct {
 	// Reserve is the least share of the limit kept for higher priorities
 	// (see TryAcquirePriority).
 	Reserve Reserve `yaml:"reserve"`
+	// Queue is the waiting room of AcquireOrWait; none by default.
+	Queue QueueConfig `yaml:"queue"`
+	// Retry shapes the hints of RetryAfter (min 1 s, max 5 min, spread 1).
+	Retry RetryConfig `yaml:"retry"`
+	// Rand is the random source of RetryAfter's jitter. Nil means an
+	// internal SplitMix64 seeded with Seed.
+	Rand rand.Source `yaml:"-"`
+	// Seed seeds the internal random source when Rand is nil.
+	Seed uint64 `yaml:"seed"`
+}
+
+// QueueConfig is a Limiter's waiting room (AcquireOrWait): work that
+// finds no slot waits for one, highest priority first, instead of being
+// refused at once.
+type QueueConfig struct {
+	// MaxWait is the longest a request waits for a slot before it is
+	// refused. Zero: no waiting room (every acquisition is a try).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// Max is how many requests may wait at once; one more is refused at
+	// once. Default 10,000 (with MaxWait).
+	Max int `yaml:"max"`
 }
 
 // Reserve is the least fraction of the limit that lower priorities may not
@@ -339,6 +360,29 @@ func (c LimiterConfig) Validate() error {
 	if math.IsNaN(r.P0) || math.IsNaN(r.P1) || r.P0 < 0 || r.P1 < 0 || r.P0+r.P1 >= 1 {
 		return fmt.Errorf("limit: limiter: reserves p0 %v and p1 %v must be >= 0 and sum below 1", r.P0, r.P1)
 	}
+	switch q := c.Queue; {
+	case q.MaxWait < 0:
+		return fmt.Errorf("limit: limiter: queue max_wait %v negative", q.MaxWait)
+	case q.Max < 0:
+		return fmt.Errorf("limit: limiter: queue max %d negative", q.Max)
+	}
+	return c.Retry.withDefaults().validate("limiter")
+}
+
+func (c RetryConfig) withDefaults() RetryConfig {
+	def(&c.Min, time.Second)
+	def(&c.Max, 5*time.Minute)
+	def(&c.Spread, 1)
+	return c
+}
+
+func (c RetryConfig) validate(name string) error {
+	switch {
+	case c.Min <= 0 || c.Max < c.Min:
+		return fmt.Errorf("limit: %s: retry min %v and max %v: need 0 < min <= max", name, c.Min, c.Max)
+	case !(c.Spread >= 0) || c.Spread > 10:
+		return fmt.Errorf("limit: %s: retry spread %v out of range", name, c.Spread)
+	}
 	return nil
 }
 
@@ -346,6 +390,10 @@ func (c LimiterConfig) withDefaults() (LimiterConfig, error) {
 	def(&c.FlushInterval, 20*time.Millisecond)
 	def(&c.SamplesPerFlush, 64)
 	c.Reserve = c.Reserve.withDefaults()
+	c.Retry = c.Retry.withDefaults()
+	if c.Queue.MaxWait > 0 {
+		def(&c.Queue.Max, 10_000)
+	}
 	if c.Limit == nil {
 		g, err := NewGradient(GradientConfig{})
 		if err != nil {
@@ -462,12 +510,11 @@ func (c ShedderConfig) Validate() error {
 		return bad("sever_rate", c.SeverRate)
 	case !(c.EmergencySeverRate > 0) || math.IsInf(c.EmergencySeverRate, 0):
 		return bad("emergency_sever_rate", c.EmergencySeverRate)
-	case c.Retry.Min <= 0 || c.Retry.Max < c.Retry.Min:
-		return fmt.Errorf("limit: shedder: retry min %v and max %v: need 0 < min <= max", c.Retry.Min, c.Retry.Max)
-	case !(c.Retry.Spread >= 0) || c.Retry.Spread > 10:
-		return bad("retry spread", c.Retry.Spread)
 	case !(c.Resources.Low < c.Resources.High):
 		return fmt.Errorf("limit: shedder: resources low %v not below high %v", c.Resources.Low, c.Resources.High)
+	}
+	if err := c.Retry.validate("shedder"); err != nil {
+		return err
 	}
 	for _, r := range []struct {
 		f string
@@ -493,8 +540,6 @@ func (c ShedderConfig) withDefaults() ShedderConfig {
 	def(&c.Resources.Low, 0.8)
 	def(&c.SeverRate, 100)
 	def(&c.EmergencySeverRate, 5*c.SeverRate)
-	def(&c.Retry.Min, time.Second)
-	def(&c.Retry.Max, 5*time.Minute)
-	def(&c.Retry.Spread, 1)
+	c.Retry = c.Retry.withDefaults()
 	return c
 }

@@ -68,6 +68,9 @@ type Limiter struct {
 	clock Clock
 	base  time.Time
 	cfg   LimiterConfig
+	room  *waitingRoom  // nil without Queue.MaxWait
+	rate  atomic.Uint64 // admissions per second, float64 bits (Rate)
+	rnd   jitter        // RetryAfter's draws
 
 	mu         sync.Mutex // guards the flush state below
 	lastSeq    uint32
@@ -101,6 +104,11 @@ func NewLimiter(cfg LimiterConfig) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{lim: cfg.Limit, clock: cfg.Clock, cfg: cfg}
+	if cfg.Queue.MaxWait > 0 {
+		l.room = &waitingRoom{}
+	}
+	l.rnd.src = cfg.Rand
+	l.rnd.ctr.Store(cfg.Seed)
 	if l.clock != nil {
 		l.base = l.clock.Now()
 	} else {
@@ -343,6 +351,9 @@ func (l *Limiter) release(t Token) {
 		l.prio[t.prio].Add(-1)
 	}
 	l.word.Add(^uint64(0)) // in-flight - 1; in-flight is >= 1 here, so no borrow
+	if l.room != nil && l.room.n.Load() > 0 {
+		l.dispatch()
+	}
 }
 
 func (l *Limiter) succeed(t Token, now int64) {
@@ -381,7 +392,14 @@ func (l *Limiter) flush(now int64) {
 		return // another goroutine flushes
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.flushLocked(now)
+	l.mu.Unlock()
+	// The limit may have risen: waiting work takes the new slots.
+	l.dispatch()
+}
+
+// flushLocked is flush's work, with l.mu held.
+func (l *Limiter) flushLocked(now int64) {
 	w := l.word.Load()
 	seq := uint32(w >> 32)
 	acquired := int64(seq - l.lastSeq)
@@ -404,6 +422,11 @@ func (l *Limiter) flush(now int64) {
 	}
 	elapsed := time.Duration(now - l.lastNs)
 	l.lastNs = now
+	if elapsed > 0 {
+		d := halfLife(elapsed)
+		inst := float64(acquired) / elapsed.Seconds()
+		l.rate.Store(math.Float64bits(l.Rate()*d + inst*(1-d)))
+	}
 	if !l.cfg.TimeEvery {
 		// Acquisitions per flush interval, over what may have been a
 		// longer gap, divided by the timed tokens wanted per interval.

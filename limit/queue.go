@@ -1,0 +1,255 @@
+package limit
+
+import (
+	"container/list"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The waiting room (LimiterConfig.Queue, AcquireOrWait).
+//
+// A refusal is expensive in a herd: the refused device backs off
+// exponentially (its next delay is drawn from a doubled envelope), so a
+// burst a Limiter turns away at once comes back late and spread thin while
+// the node it protects sits idle. Measured (docs/benchmarks.md, the edge
+// storm): with refusals only, 20,000 devices dropped at once took 82 s to
+// come back through two edges whose fleet takes them in 3 s without
+// admission. A short wait for a slot turns the burst into a queue the
+// node drains at its own pace, highest priority first, and bounds it: a
+// request waits at most MaxWait, at most Max of them wait, and a refusal
+// carries a hint sized by the backlog ahead of it (RetryAfter), not a
+// constant. This is the blocking limiter of Netflix's concurrency-limits
+// (a bounded backlog in front of the limit) with priorities in front.
+
+// Wait is the outcome of AcquireOrWait.
+type Wait uint8
+
+const (
+	// Acquired: a slot was free; the token is returned and the callback
+	// is never called.
+	Acquired Wait = iota
+	// Queued: the request waits; the callback is called exactly once, on
+	// its own goroutine, with a token or with false (the wait expired).
+	Queued
+	// Refused: no slot and no room to wait (no queue configured, or Max
+	// requests already wait); the callback is never called.
+	Refused
+)
+
+// String returns the outcome's name.
+func (w Wait) String() string {
+	switch w {
+	case Acquired:
+		return "acquired"
+	case Queued:
+		return "queued"
+	}
+	return "refused"
+}
+
+// waitingRoom holds the requests waiting for a slot, one FIFO per
+// priority.
+type waitingRoom struct {
+	mu      sync.Mutex
+	fifo    [NumPriorities]list.List // of *waiter
+	n       atomic.Int64             // requests waiting, all priorities
+	queued  atomic.Int64             // requests that waited, total
+	expired atomic.Int64             // waits that ended without a slot, total
+}
+
+type waiter struct {
+	p     Priority
+	done  func(Token, bool)
+	timer *time.Timer
+	el    *list.Element
+}
+
+// ahead returns how many requests of priority p or higher wait. Called
+// with w.mu held.
+func (r *waitingRoom) ahead(p Priority) int {
+	n := 0
+	for q := P0; q <= p; q++ {
+		n += r.fifo[q].Len()
+	}
+	return n
+}
+
+// AcquireOrWait takes a slot for priority p like TryAcquirePriority when
+// one is free and nobody of p or a higher priority waits for one. Else,
+// with a waiting room (LimiterConfig.Queue), the request waits for at most
+// Queue.MaxWait: freed slots go to the highest priority waiting, in
+// arrival order within a priority, and done is then called once on its
+// own goroutine with the token (start the work; end the token as usual)
+// or, when the wait expires, with false (refuse the work: RetryAfter is
+// its hint). A token handed to done is timed from the moment it was
+// handed over, so the Limit's samples are the work's latency, not the
+// wait. The wait runs on the runtime's timers (testing/synctest fakes
+// them), whatever Clock the Limiter has.
+//
+// With a waiting room the priority reserves of TryAcquirePriority give
+// way to the room's order, which is work-conserving: any priority may use
+// the whole limit but its last slot, which is kept for P0 (once the limit
+// is 2 or more), and a slot freed goes to the highest priority waiting. A
+// burst of P0 therefore earns no reserve that shuts P2 out for seconds
+// after it (the reserves' one-second half-life), and a P0 that arrives
+// while lower priorities fill the node waits only for the next release.
+//
+// A request that can neither take a slot nor wait (no waiting room, a nil
+// done, or Queue.Max requests already wait) is Refused and counted as a
+// refusal; so is a wait that expires. An invalid p is refused.
+func (l *Limiter) AcquireOrWait(p Priority, done func(tok Token, ok bool)) (Token, Wait) {
+	if !p.Valid() {
+		return Token{}, Refused
+	}
+	r := l.room
+	if r == nil || done == nil {
+		if tok, ok := l.TryAcquirePriority(p); ok {
+			return tok, Acquired
+		}
+		return Token{}, Refused
+	}
+	r.mu.Lock()
+	if r.ahead(p) == 0 {
+		if tok, ok := l.acquireQuiet(int8(p)); ok {
+			r.mu.Unlock()
+			return tok, Acquired
+		}
+	}
+	if r.n.Load() >= int64(l.cfg.Queue.Max) {
+		r.mu.Unlock()
+		l.reject(int8(p), l.nowNs())
+		return Token{}, Refused
+	}
+	w := &waiter{p: p, done: done}
+	w.el = r.fifo[p].PushBack(w)
+	r.n.Add(1)
+	r.queued.Add(1)
+	w.timer = time.AfterFunc(l.cfg.Queue.MaxWait, func() { l.expire(w) })
+	r.mu.Unlock()
+	// A slot freed between the failed try above and the push saw nobody
+	// waiting: hand it over now.
+	l.dispatch()
+	return Token{}, Queued
+}
+
+// acquireQuiet takes a slot for prio under the waiting room's ceilings
+// (the limit for P0, the limit but its last slot for the others) without
+// counting a refusal or recomputing the ceilings: it must not re-enter a
+// flush (a flush dispatches).
+func (l *Limiter) acquireQuiet(prio int8) (Token, bool) {
+	for {
+		w := l.word.Load()
+		ceil := l.ceil[P0].Load()
+		if prio != int8(P0) && ceil >= 2 {
+			ceil--
+		}
+		if int64(uint32(w)) >= ceil {
+			return Token{}, false
+		}
+		if l.word.CompareAndSwap(w, w+(1<<32)+1) {
+			return l.admitted(w, prio, false, nil), true
+		}
+	}
+}
+
+// dispatch hands free slots to the waiting requests, highest priority
+// first. The ceilings fall with the priority (the others' is at most
+// P0's), so the first priority that finds no slot ends the round.
+func (l *Limiter) dispatch() {
+	r := l.room
+	if r == nil || r.n.Load() == 0 {
+		return
+	}
+	type grant struct {
+		w   *waiter
+		tok Token
+	}
+	var grants []grant
+	r.mu.Lock()
+	for p := P0; p < NumPriorities; p++ {
+		stop := false
+		for r.fifo[p].Len() > 0 {
+			tok, ok := l.acquireQuiet(int8(p))
+			if !ok {
+				stop = true
+				break
+			}
+			w := r.fifo[p].Remove(r.fifo[p].Front()).(*waiter)
+			w.el = nil
+			w.timer.Stop()
+			r.n.Add(-1)
+			grants = append(grants, grant{w, tok})
+		}
+		if stop {
+			break
+		}
+	}
+	r.mu.Unlock()
+	for _, g := range grants {
+		go g.w.done(g.tok, true)
+	}
+}
+
+// expire ends a wait that found no slot in time.
+func (l *Limiter) expire(w *waiter) {
+	r := l.room
+	r.mu.Lock()
+	if w.el == nil { // handed a slot meanwhile
+		r.mu.Unlock()
+		return
+	}
+	r.fifo[w.p].Remove(w.el)
+	w.el = nil
+	r.n.Add(-1)
+	r.expired.Add(1)
+	r.mu.Unlock()
+	l.reject(int8(w.p), l.nowNs())
+	w.done(Token{}, false)
+}
+
+// Waiting returns how many requests wait for a slot.
+func (l *Limiter) Waiting() int {
+	if l.room == nil {
+		return 0
+	}
+	return int(l.room.n.Load())
+}
+
+// RetryAfter returns the jittered retry hint for work of priority p the
+// Limiter refused now: the time the admissions measured over the last
+// seconds take to serve the requests waiting ahead of it (p's and higher
+// priorities'), at least Retry.Min and at most Retry.Max, spread uniformly
+// over [e, e x (1 + Spread)). A herd refused at once is then told to come
+// back over as long as the node needs to take the work already queued, so
+// it returns at about the rate the node admits, not in a second burst.
+func (l *Limiter) RetryAfter(p Priority) time.Duration {
+	lo, hi := l.RetryRange(p)
+	return lo + time.Duration(l.rnd.float64()*float64(hi-lo))
+}
+
+// RetryRange returns the range [lo, hi) RetryAfter draws from.
+func (l *Limiter) RetryRange(p Priority) (lo, hi time.Duration) {
+	if !p.Valid() {
+		p = P2
+	}
+	rc := l.cfg.Retry
+	est := rc.Min
+	if r := l.room; r != nil {
+		r.mu.Lock()
+		ahead := r.ahead(p)
+		r.mu.Unlock()
+		if rate := l.Rate(); ahead > 0 && rate > 0 {
+			est = max(est, time.Duration(float64(ahead)/rate*float64(time.Second)))
+		} else if ahead > 0 {
+			est = max(est, l.cfg.Queue.MaxWait)
+		}
+	}
+	est = min(est, rc.Max)
+	return est, est + time.Duration(rc.Spread*float64(est))
+}
+
+// Rate returns the admissions per second measured by the flushes, a
+// moving average with a one-second half-life; zero before any.
+func (l *Limiter) Rate() float64 { return math.Float64frombits(l.rate.Load()) }

@@ -1,0 +1,333 @@
+package limit
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fixedLimiter returns a Limiter with a fixed limit of n and the waiting
+// room q.
+func fixedLimiter(t *testing.T, n int, q QueueConfig) *Limiter {
+	t.Helper()
+	f, err := NewFixed(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLimiter(LimiterConfig{Limit: f, Queue: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestWaitingRoomServesHighestPriorityFirst: with the only slot held,
+// P2, P1 and P0 requests wait in that order; each freed slot goes to the
+// highest priority waiting, in arrival order within a priority.
+func TestWaitingRoomServesHighestPriorityFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 1, QueueConfig{MaxWait: time.Minute})
+		held, w := l.AcquireOrWait(P2, nil)
+		if w != Acquired {
+			t.Fatalf("first acquisition: %v, want acquired", w)
+		}
+		var mu sync.Mutex
+		var order []string
+		var toks []Token
+		enqueue := func(name string, p Priority) {
+			if _, w := l.AcquireOrWait(p, func(tok Token, ok bool) {
+				if !ok {
+					t.Errorf("%s: wait expired", name)
+					return
+				}
+				mu.Lock()
+				order = append(order, name)
+				toks = append(toks, tok)
+				mu.Unlock()
+			}); w != Queued {
+				t.Fatalf("%s: %v, want queued", name, w)
+			}
+		}
+		enqueue("p2a", P2)
+		enqueue("p1a", P1)
+		enqueue("p2b", P2)
+		enqueue("p0a", P0)
+		enqueue("p1b", P1)
+		if got := l.Waiting(); got != 5 {
+			t.Fatalf("waiting %d, want 5", got)
+		}
+		held.Success()
+		for range 5 {
+			synctest.Wait()
+			mu.Lock()
+			last := toks[len(toks)-1]
+			mu.Unlock()
+			last.Success()
+		}
+		synctest.Wait()
+		want := []string{"p0a", "p1a", "p1b", "p2a", "p2b"}
+		if len(order) != len(want) {
+			t.Fatalf("served %v, want %v", order, want)
+		}
+		for i := range want {
+			if order[i] != want[i] {
+				t.Fatalf("served %v, want %v", order, want)
+			}
+		}
+	})
+}
+
+// TestWaitingRoomKeepsItsOrder: a new request does not take a slot past
+// a waiting one of the same or a higher priority.
+func TestWaitingRoomKeepsItsOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 1, QueueConfig{MaxWait: time.Minute})
+		held, _ := l.AcquireOrWait(P0, nil)
+		got := make(chan Token, 1)
+		if _, w := l.AcquireOrWait(P1, func(tok Token, ok bool) { got <- tok }); w != Queued {
+			t.Fatalf("P1 behind a held slot: %v, want queued", w)
+		}
+		held.Success()
+		synctest.Wait()
+		tok := <-got
+		// The slot is the waiting P1's: a P2 arriving now waits too.
+		if _, w := l.AcquireOrWait(P2, func(Token, bool) {}); w != Queued {
+			t.Fatalf("P2 behind a served P1: %v, want queued", w)
+		}
+		tok.Success()
+	})
+}
+
+// TestWaitExpiresWithAHint: a request that finds no slot within MaxWait
+// is told so (done with false), counted as a refusal, and its hint is at
+// least Retry.Min.
+func TestWaitExpiresWithAHint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 1, QueueConfig{MaxWait: 2 * time.Second})
+		held, _ := l.AcquireOrWait(P0, nil)
+		start := time.Now()
+		var ended time.Duration
+		var served atomic.Bool
+		l.AcquireOrWait(P1, func(_ Token, ok bool) {
+			served.Store(ok)
+			ended = time.Since(start)
+		})
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if served.Load() || ended != 2*time.Second {
+			t.Fatalf("wait ended after %v, served %v; want refused after 2s", ended, served.Load())
+		}
+		if s := l.Snapshot(); s.Rejected != 1 || s.RejectedByPriority[P1] != 1 {
+			t.Fatalf("refusals %d (P1 %d), want the expired wait counted", s.Rejected, s.RejectedByPriority[P1])
+		}
+		if l.Waiting() != 0 {
+			t.Fatalf("still waiting: %d", l.Waiting())
+		}
+		if lo, hi := l.RetryRange(P1); lo < time.Second || hi < lo {
+			t.Fatalf("hint range [%v, %v), want at least Retry.Min", lo, hi)
+		}
+		held.Success()
+	})
+}
+
+// TestWaitingRoomIsBounded: at most Queue.Max requests wait; one more is
+// refused at once.
+func TestWaitingRoomIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 1, QueueConfig{MaxWait: time.Second, Max: 3})
+		l.AcquireOrWait(P0, nil)
+		for i := range 3 {
+			if _, w := l.AcquireOrWait(P2, func(Token, bool) {}); w != Queued {
+				t.Fatalf("request %d: %v, want queued", i, w)
+			}
+		}
+		if _, w := l.AcquireOrWait(P0, func(Token, bool) { t.Error("a refused request's callback ran") }); w != Refused {
+			t.Fatalf("a fourth waiter: %v, want refused", w)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+	})
+}
+
+// TestNoWaitingRoomRefusesAtOnce: without Queue.MaxWait AcquireOrWait is a
+// try.
+func TestNoWaitingRoomRefusesAtOnce(t *testing.T) {
+	l := fixedLimiter(t, 1, QueueConfig{})
+	if _, w := l.AcquireOrWait(P0, nil); w != Acquired {
+		t.Fatalf("%v, want acquired", w)
+	}
+	if _, w := l.AcquireOrWait(P0, func(Token, bool) { t.Error("callback ran") }); w != Refused {
+		t.Fatalf("%v, want refused", w)
+	}
+}
+
+// herd offers n requests at once to a Limiter with a fixed limit of 10
+// whose work takes 10 ms (1,000 per second), P0 every tenth, and returns
+// how many were served and refused and when the last P0 and the first P2
+// started.
+func herd(t *testing.T, n int, q QueueConfig) (served, refused int, lastP0, firstP2 time.Duration) {
+	l := fixedLimiter(t, 10, q)
+	start := time.Now()
+	var mu sync.Mutex
+	firstP2 = time.Hour
+	run := func(p Priority, tok Token) {
+		mu.Lock()
+		served++
+		at := time.Since(start)
+		if p == P0 {
+			lastP0 = max(lastP0, at)
+		} else {
+			firstP2 = min(firstP2, at)
+		}
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		tok.Success()
+	}
+	for i := range n {
+		p := P2
+		if i%10 == 0 {
+			p = P0
+		}
+		tok, w := l.AcquireOrWait(p, func(tok Token, ok bool) {
+			if !ok {
+				mu.Lock()
+				refused++
+				mu.Unlock()
+				return
+			}
+			run(p, tok)
+		})
+		switch w {
+		case Acquired:
+			go run(p, tok)
+		case Refused:
+			mu.Lock()
+			refused++
+			mu.Unlock()
+		}
+	}
+	time.Sleep(time.Minute)
+	synctest.Wait()
+	return served, refused, lastP0, firstP2
+}
+
+// TestWaitingRoomTakesAHerd: 2,000 requests at once on a node that
+// serves 1,000 a second. With a 5 s waiting room every one is served
+// (in about 2 s) and P0 goes first; without one, all but the first ten
+// (and P0's reserved slots) are refused.
+func TestWaitingRoomTakesAHerd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		served, refused, lastP0, firstP2 := herd(t, 2000, QueueConfig{MaxWait: 5 * time.Second})
+		if served != 2000 || refused != 0 {
+			t.Errorf("with a waiting room: %d served, %d refused; want all served", served, refused)
+		}
+		// The ten first slots went to whoever came first; from then on
+		// every P0 is served before any waiting P2.
+		if lastP0 > 250*time.Millisecond {
+			t.Errorf("the last P0 started after %v, want P0 first (within 0.25 s of the 2 s herd)", lastP0)
+		}
+		t.Logf("waiting room: %d served, %d refused, last P0 at %v, first P2 at %v", served, refused, lastP0, firstP2)
+		served, refused, _, _ = herd(t, 2000, QueueConfig{})
+		if served > 20 || served+refused != 2000 {
+			t.Errorf("without: %d served, %d refused; want at most the limit and P0's reserve served", served, refused)
+		}
+	})
+}
+
+// TestRetryAfterIsSizedByTheBacklog: a request refused behind a queue
+// the node takes seconds to serve is told to come back after about that
+// long, not after Retry.Min.
+func TestRetryAfterIsSizedByTheBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Minute, Max: 100_000})
+		stop := make(chan struct{})
+		var worker func(tok Token, ok bool)
+		worker = func(tok Token, ok bool) {
+			if !ok {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			tok.Success()
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if tok, w := l.AcquireOrWait(P0, worker); w == Acquired {
+				go worker(tok, true)
+			}
+		}
+		// Ten closed-loop P0 workers: 1,000 admissions a second.
+		for range 10 {
+			tok, w := l.AcquireOrWait(P0, nil)
+			if w != Acquired {
+				t.Fatalf("worker: %v", w)
+			}
+			go worker(tok, true)
+		}
+		time.Sleep(3 * time.Second)
+		// 4,000 P1 requests arrive behind them: 4 s of work at that rate.
+		for range 4000 {
+			l.AcquireOrWait(P1, func(tok Token, ok bool) { tok.Success() })
+		}
+		lo, hi := l.RetryRange(P2)
+		if lo < 3*time.Second || lo > 6*time.Second || hi != 2*lo {
+			t.Errorf("hint range [%v, %v) behind 4,000 waiting at %.0f/s; want about [4s, 8s)", lo, hi, l.Rate())
+		}
+		if lo0, _ := l.RetryRange(P0); lo0 > 2*time.Second {
+			t.Errorf("P0's hint starts at %v with at most a few P0 waiting, want about Retry.Min", lo0)
+		}
+		close(stop)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+	})
+}
+
+// TestWaitingRoomRace: many goroutines acquire, wait and release on a
+// small limit; in-flight never exceeds it and every request ends exactly
+// once, served or refused.
+func TestWaitingRoomRace(t *testing.T) {
+	l := fixedLimiter(t, 4, QueueConfig{MaxWait: 50 * time.Millisecond, Max: 64})
+	var inflight, peak, ended atomic.Int64
+	work := func(tok Token) {
+		n := inflight.Add(1)
+		casMax(&peak, n)
+		time.Sleep(time.Millisecond)
+		inflight.Add(-1)
+		tok.Success()
+	}
+	var wg sync.WaitGroup
+	const n = 2000
+	wg.Add(n)
+	for i := range n {
+		go func() {
+			p := Priority(i % 3)
+			tok, w := l.AcquireOrWait(p, func(tok Token, ok bool) {
+				if ok {
+					work(tok)
+				}
+				ended.Add(1)
+				wg.Done()
+			})
+			switch w {
+			case Acquired:
+				work(tok)
+				ended.Add(1)
+				wg.Done()
+			case Refused:
+				ended.Add(1)
+				wg.Done()
+			}
+		}()
+	}
+	wg.Wait()
+	// P0's reserve may lift in-flight above the limit by its reserve.
+	if p := peak.Load(); p > 4+1 {
+		t.Errorf("peak in-flight %d above the limit 4 (+1 reserve)", p)
+	}
+	if ended.Load() != n || l.Waiting() != 0 || l.InFlight() != 0 {
+		t.Errorf("ended %d of %d, waiting %d, in flight %d", ended.Load(), n, l.Waiting(), l.InFlight())
+	}
+}
