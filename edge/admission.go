@@ -19,13 +19,18 @@ import (
 //   - the handshake Limiter: a slot from the device's Hello to the
 //     origin's Welcome; the latency of that handshake is its sample (a
 //     session that lives for hours is never one), and a handshake the
-//     origin fails (overload, timeout, a broken stream) is a drop;
+//     origin fails (overload, timeout, a broken stream) is a drop. A
+//     Hello that finds no slot waits in the Limiter's waiting room,
+//     highest priority first, for at most queue.max_wait: a herd becomes
+//     a queue the origins drain at their pace, P0 first, instead of
+//     refusals that send each device into a longer backoff;
 //   - the message Limiter: a slot per device Publish sent up, until the
 //     origin answers it;
-//   - the staged Shedder: fed the handshake latencies, the Go heap and the
-//     open descriptors; it admits new sessions by priority and says how
-//     many open ones to sever, lowest priority first. P0 is refused and
-//     severed only in its lifeboat stage.
+//   - the staged Shedder: fed the Go heap and the open descriptors (and
+//     the handshake latencies with latency_stages); it admits new
+//     sessions by priority and says how many open ones to sever, lowest
+//     priority first. P0 is refused and severed only in its lifeboat
+//     stage.
 //
 // The refusals carry hints: a Hello or Publish refused gets 1013 with a
 // retry hint (a gRPC device: Unavailable with grpc-retry-pushback-ms); a
@@ -38,11 +43,26 @@ type admission struct {
 	handshake *limit.Limiter
 	messages  *limit.Limiter
 	shedder   *limit.Shedder
+	latency   bool // handshake latencies feed the Shedder
 }
 
-func (a *admission) init(cfg AdmissionConfig) error {
+// defaultHandshakeWait is the handshake waiting room's max_wait at the
+// edge: long enough for a herd of a few seconds to be served from the
+// queue (the fleet of docs/benchmarks.md takes 20,000 in about 3 s), and
+// at most half the handshake timeout, so a device that waited still has
+// time for its handshake.
+const defaultHandshakeWait = 5 * time.Second
+
+func (a *admission) init(cfg AdmissionConfig, handshakeTimeout time.Duration) error {
 	if !cfg.Enabled {
 		return nil
+	}
+	a.latency = cfg.LatencyStages
+	if cfg.Handshake.Queue.MaxWait == 0 {
+		cfg.Handshake.Queue.MaxWait = defaultHandshakeWait
+		if handshakeTimeout > 0 {
+			cfg.Handshake.Queue.MaxWait = min(defaultHandshakeWait, handshakeTimeout/2)
+		}
 	}
 	// The edge's handshake latency is mostly its origins': latency alone
 	// takes the stage to sever-p1 at most, never to the lifeboat that
@@ -71,10 +91,27 @@ func (a *admission) admitSession(rank int, now time.Time) (time.Duration, bool) 
 	return d.RetryAfter, d.Admit
 }
 
-// acquireHandshake takes a handshake slot for rank; held is false when
-// there is no Limiter (nothing to release).
-func (a *admission) acquireHandshake(rank int, now time.Time) (tok limit.Token, held bool, retry time.Duration, ok bool) {
-	return a.acquire(a.handshake, rank, now)
+// acquireHandshake takes a handshake slot for rank, or queues the Hello
+// in the Limiter's waiting room: granted is then called once, on its own
+// goroutine, with the slot or with false (the wait expired). held is
+// false when there is no Limiter (nothing to release).
+func (a *admission) acquireHandshake(rank int, granted func(tok limit.Token, ok bool)) (tok limit.Token, held bool, w limit.Wait) {
+	if a.handshake == nil {
+		return limit.Token{}, false, limit.Acquired
+	}
+	tok, w = a.handshake.AcquireOrWait(limiterPriority(rank), granted)
+	return tok, w == limit.Acquired, w
+}
+
+// refusalHint is the retry hint of work of rank a Limiter refused: the
+// larger of the Limiter's (the backlog ahead over its admission rate)
+// and the Shedder's (when its stage will admit rank again).
+func (a *admission) refusalHint(l *limit.Limiter, rank int, now time.Time) time.Duration {
+	ra := l.RetryAfter(limiterPriority(rank))
+	if a.shedder != nil {
+		ra = max(ra, a.shedder.RetryAfterAt(limiterPriority(rank), now))
+	}
+	return ra
 }
 
 // acquireMessage takes a message slot for a Publish of rank.
@@ -88,18 +125,15 @@ func (a *admission) acquire(l *limit.Limiter, rank int, now time.Time) (limit.To
 	}
 	tok, ok := l.TryAcquirePriority(limiterPriority(rank))
 	if !ok {
-		ra := time.Second
-		if a.shedder != nil {
-			ra = a.shedder.RetryAfterAt(limiterPriority(rank), now)
-		}
-		return limit.Token{}, false, ra, false
+		return limit.Token{}, false, a.refusalHint(l, rank, now), false
 	}
 	return tok, true, 0, true
 }
 
-// observeHandshake feeds a handshake latency to the Shedder.
+// observeHandshake feeds a handshake latency to the Shedder, with
+// latency_stages.
 func (a *admission) observeHandshake(d time.Duration) {
-	if a.shedder != nil {
+	if a.shedder != nil && a.latency {
 		a.shedder.Observe(d)
 	}
 }

@@ -169,17 +169,87 @@ func TestOriginSlownessNeverRefusesP0(t *testing.T) {
 		return top, p0Refused
 	}
 	var def admission
-	if err := def.init(AdmissionConfig{Enabled: true}); err != nil {
+	if err := def.init(AdmissionConfig{Enabled: true, LatencyStages: true}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if top, n := slowFor(&def); top != limit.StageSeverP1 || n != 0 {
 		t.Errorf("a slow origin took the edge to %v and refused %d P0; want sever-p1 at most and none", top, n)
 	}
 	var boat admission
-	if err := boat.init(AdmissionConfig{Enabled: true, Shedder: limit.ShedderConfig{LatencyCeiling: limit.StageLifeboat}}); err != nil {
+	if err := boat.init(AdmissionConfig{Enabled: true, LatencyStages: true, Shedder: limit.ShedderConfig{LatencyCeiling: limit.StageLifeboat}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if top, n := slowFor(&boat); top != limit.StageLifeboat || n == 0 {
 		t.Errorf("latency_ceiling lifeboat: reached %v, refused %d P0; want the lifeboat", top, n)
+	}
+}
+
+// herdAtTheLimit holds the only handshake slot of an edge, sends n Hellos
+// (each followed at once by a Subscribe, before its Welcome), then frees
+// the slot, and returns each session's first two frames or its end.
+func herdAtTheLimit(t *testing.T, n int, wait time.Duration) (te *testEdge, first, second []*corralv1.ServerFrame, ends []error) {
+	th := startHub(t, nil)
+	te = startEdge(t, func(c *Config) {
+		c.Admission.Enabled = true
+		one, err := limit.NewFixed(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Admission.Handshake.Limit = one
+		c.Admission.Handshake.Queue.MaxWait = wait
+	}, th)
+	held, w := te.adm.handshake.AcquireOrWait(limit.P0, nil)
+	if w != limit.Acquired {
+		t.Fatalf("holding the slot: %v", w)
+	}
+	rs := make([]*rawGRPC, n)
+	for i := range rs {
+		rs[i] = dialRawGRPC(t, te)
+		h := helloFrame(token(t, tokenOpts{}))
+		h.GetHello().Priority = wire.PriorityOfRank(2 - i%3)
+		rs[i].send(t, h)
+		rs[i].send(t, &corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: "early"}}})
+	}
+	if wait > 0 {
+		testkit.WaitFor(t, 10*time.Second, "every Hello waiting", func() bool { return te.adm.handshake.Waiting() == n })
+	}
+	held.Success()
+	first, second, ends = make([]*corralv1.ServerFrame, n), make([]*corralv1.ServerFrame, n), make([]error, n)
+	for i, r := range rs {
+		if first[i], ends[i] = r.stream.Recv(); ends[i] == nil {
+			second[i], ends[i] = r.stream.Recv()
+		}
+	}
+	return te, first, second, ends
+}
+
+// TestHerdWaitsForHandshakeSlots: Hellos that find the handshake limit
+// full wait in its waiting room and are all welcomed once slots free up,
+// none refused, and a frame a device sent before its Welcome reaches the
+// origin after its Hello (the Subscribe is answered). Without the waiting
+// room the same Hellos are refused with 1013 and a hint.
+func TestHerdWaitsForHandshakeSlots(t *testing.T) {
+	const n = 30
+	te, first, second, ends := herdAtTheLimit(t, n, 0)
+	for i := range n {
+		if first[i].GetWelcome() == nil || second[i].GetSubscribed() == nil {
+			t.Fatalf("session %d: %v then %v (%v); want Welcome, then the early Subscribe answered", i, first[i], second[i], ends[i])
+		}
+	}
+	if q, r := te.metric("corral_edge_shed_total", "action", "queue_handshake"), te.metric("corral_edge_shed_total", "action", "reject_handshake"); q != n || r != 0 {
+		t.Errorf("Hellos queued %v, refused %v; want %d and 0", q, r, n)
+	}
+
+	te, first, _, ends = herdAtTheLimit(t, n, -1)
+	refused := 0
+	for i := range n {
+		if c := wire.CloseFromStatus(ends[i]); first[i].GetWelcome() == nil && c.Code == wire.CloseTryAgainLater && c.RetryAfter > 0 {
+			refused++
+		}
+	}
+	// P0's reserved slot (TryAcquirePriority's) lets one P0 past the
+	// held limit.
+	if rej := te.metric("corral_edge_shed_total", "action", "reject_handshake"); refused < n-1 || rej != float64(refused) {
+		t.Errorf("without a waiting room: %d of %d refused with 1013 and a hint (%v counted); want all but P0's reserved slot", refused, n, rej)
 	}
 }

@@ -153,15 +153,30 @@ type AdmissionConfig struct {
 	Enabled bool `yaml:"enabled"`
 	// Handshake limits the handshakes in flight (device Hello to the
 	// origin's Welcome); its samples are their latencies. A Hello that
-	// finds no slot is closed with 1013 and a retry hint.
+	// finds no slot waits for one in its waiting room (queue.max_wait,
+	// default 5 s here or half the handshake timeout if shorter; negative:
+	// no waiting), highest priority first; a Hello whose wait expires, or
+	// that finds the room full (queue.max, default 10,000), is closed with
+	// 1013 and a hint sized by the backlog ahead of it.
 	Handshake limit.LimiterConfig `yaml:"handshake"`
 	// Messages limits the device publishes in flight to the origins (sent
 	// up, not yet answered). A Publish that finds no slot gets an Error
 	// 1013 with a retry hint.
 	Messages limit.LimiterConfig `yaml:"messages"`
-	// Shedder configures the stages; its latency signal is the handshake
-	// latency, its resource signal the Go heap and the open descriptors.
+	// Shedder configures the stages; its resource signal is the Go heap
+	// and the open descriptors.
 	Shedder limit.ShedderConfig `yaml:"shedder"`
+	// LatencyStages feeds the handshake latencies to the Shedder too, so
+	// that latency above shedder.target raises the stage (up to
+	// shedder.latency_ceiling, sever-p1 here). Off by default: the
+	// handshake latency of an edge is its origins' (and the network's),
+	// and each origin sheds on its own latency and says so with its own
+	// hints, which reach the device unchanged; a second latency shedder in
+	// series refuses what the origins take (measured: docs/benchmarks.md,
+	// the edge storm) and an absolute target sheds P2 for good behind a
+	// distant origin. The handshake Limiter, whose gradient is relative to
+	// the path's own ideal latency, breathes with the origins instead.
+	LatencyStages bool `yaml:"latency_stages"`
 }
 
 // DrainConfig paces a graceful shutdown and the ends of sessions at

@@ -118,7 +118,7 @@ func New(cfg Config, opts Options) (*Edge, error) {
 	var b [6]byte
 	_, _ = crand.Read(b[:])
 	e.epoch = hex.EncodeToString(b[:])
-	if err := e.adm.init(cfg.Admission); err != nil {
+	if err := e.adm.init(cfg.Admission, e.sess.HandshakeTimeout); err != nil {
 		return nil, err
 	}
 	if cfg.TLS.tlsconf().Enabled() {

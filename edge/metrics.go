@@ -32,7 +32,7 @@ type metrics struct {
 var (
 	labelTransports  = []string{"ws", "grpc"}
 	labelFrameTypes  = []string{"hello", "subscribe", "unsubscribe", "publish", "ack", "ping", "pong"}
-	labelShedActions = []string{"reject", "reject_handshake", "reject_publish", "reject_connection", "sever", "drain", "max_age", "origin_lost"}
+	labelShedActions = []string{"reject", "queue_handshake", "reject_handshake", "reject_publish", "reject_connection", "sever", "drain", "max_age", "origin_lost"}
 	labelPriorities  = []string{"p0", "p1", "p2"}
 )
 
@@ -67,7 +67,7 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 		streamFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_relay_stream_failures_total",
 			Help: "Relay streams that broke, by origin address."}, []string{"origin"}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_shed_total",
-			Help: "Sessions and publishes refused or sent away, by action (reject, reject_handshake, reject_publish, reject_connection, sever, drain, max_age, origin_lost) and priority (p0, p1, p2)."},
+			Help: "Sessions and publishes refused or sent away, by action (reject, queue_handshake (a Hello that waited for a handshake slot), reject_handshake, reject_publish, reject_connection, sever, drain, max_age, origin_lost) and priority (p0, p1, p2)."},
 			[]string{"action", "priority"}),
 		slow: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_slow_consumers_total",
 			Help: "Device sessions closed with 4000 because their outbound queue overflowed."}),

@@ -33,7 +33,14 @@ const (
 	stateNew      uint32 = iota // connected, no Hello yet
 	stateHello                  // Hello sent upstream, no Welcome yet
 	stateWelcomed               // the origin accepted the session
+	stateWaiting                // Hello received, waiting for a handshake slot
 )
+
+// maxEarlyFrames bounds the frames a device may send after its Hello while
+// the Hello waits for a handshake slot; they are relayed, in order, once
+// it is sent up. One more closes the session (a client that cannot wait
+// for Welcome is not one the edge buffers for).
+const maxEarlyFrames = 16
 
 // session is one device session at the edge.
 //
@@ -76,6 +83,8 @@ type session struct {
 	counted  bool // counted in the sessions gauge
 	upDone   bool // nothing more to send upstream (RelayClose sent or received, or the stream broke)
 	replay   resumeState
+	early    []*corralv1.ClientFrame // frames that came while the Hello waited
+	queued   bool                    // the Hello waited: early frames go through early
 }
 
 // pendingPublish is a device Publish sent upstream and its message slot.
@@ -111,6 +120,13 @@ func (s *session) tick(now time.Time) {
 	case stateNew:
 		if now.Sub(time.Unix(0, s.start)) > sc.HandshakeTimeout {
 			s.close(wire.Close{Code: wire.CloseHandshakeTimeout, Text: "no hello within " + sc.HandshakeTimeout.String()}, true)
+		}
+		return
+	case stateWaiting:
+		// The waiting room's max_wait is below the handshake timeout; this
+		// bounds the session all the same.
+		if now.Sub(time.Unix(0, s.start)) > sc.HandshakeTimeout {
+			s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: s.e.retryHint(), Text: "no handshake slot in time"}, true)
 		}
 		return
 	case stateHello:
@@ -163,6 +179,59 @@ func (s *session) handle(f *corralv1.ClientFrame) {
 		s.close(wire.Close{Code: wire.CloseBadRequest, Text: typ + " before hello"}, true)
 		return
 	}
+	if s.stash(f) {
+		return
+	}
+	s.frame(f)
+}
+
+// stash keeps a frame that came while the Hello waited for a slot (or
+// while the frames kept then are being relayed, so that none overtakes
+// them) and reports whether it did.
+func (s *session) stash(f *corralv1.ClientFrame) bool {
+	s.mu.Lock()
+	if !s.queued {
+		s.mu.Unlock()
+		return false
+	}
+	if _, ok := f.GetFrame().(*corralv1.ClientFrame_Hello); ok || len(s.early) >= maxEarlyFrames {
+		s.mu.Unlock()
+		text := "second hello"
+		if !ok {
+			text = "more than " + strconv.Itoa(maxEarlyFrames) + " frames before welcome"
+		}
+		s.close(wire.Close{Code: wire.CloseBadRequest, Text: text}, true)
+		return true
+	}
+	s.early = append(s.early, f)
+	s.mu.Unlock()
+	return true
+}
+
+// relayEarly relays the frames kept while the Hello waited, in order,
+// until none is left; frames that arrive meanwhile join the end.
+func (s *session) relayEarly() {
+	for {
+		s.mu.Lock()
+		batch := s.early
+		s.early = nil
+		if len(batch) == 0 {
+			s.queued = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		for _, f := range batch {
+			if s.isClosing() {
+				return
+			}
+			s.frame(f)
+		}
+	}
+}
+
+// frame processes a checked frame of a session past its Hello.
+func (s *session) frame(f *corralv1.ClientFrame) {
 	switch fr := f.GetFrame().(type) {
 	case *corralv1.ClientFrame_Hello:
 		s.close(wire.Close{Code: wire.CloseBadRequest, Text: "second hello"}, true)
@@ -195,12 +264,46 @@ func (s *session) hello(f *corralv1.ClientFrame, h *corralv1.Hello) {
 		s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "overloaded"}, true)
 		return
 	}
-	tok, held, ra, ok := e.adm.acquireHandshake(rank, e.now())
-	if !ok {
-		e.metrics.shed.WithLabelValues("reject_handshake", priorityLabel(rank)).Inc()
-		s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "too many handshakes in flight"}, true)
+	// A Hello that waits for its slot leaves the reader: the frames that
+	// follow are kept (stash) until it is sent up.
+	s.state.Store(stateWaiting)
+	s.mu.Lock()
+	s.queued = true
+	s.mu.Unlock()
+	tok, held, w := e.adm.acquireHandshake(rank, func(tok limit.Token, ok bool) {
+		if !ok {
+			s.refuseHandshake(rank)
+			return
+		}
+		s.admitted(f, h, tok, true)
+		s.relayEarly()
+	})
+	switch w {
+	case limit.Queued:
+		e.metrics.shed.WithLabelValues("queue_handshake", priorityLabel(rank)).Inc()
+		return
+	case limit.Refused:
+		s.refuseHandshake(rank)
 		return
 	}
+	s.admitted(f, h, tok, held)
+	s.relayEarly()
+}
+
+// refuseHandshake closes a session whose Hello found no handshake slot,
+// with a hint sized by the backlog.
+func (s *session) refuseHandshake(rank int) {
+	e := s.e
+	e.metrics.shed.WithLabelValues("reject_handshake", priorityLabel(rank)).Inc()
+	ra := e.adm.refusalHint(e.adm.handshake, rank, e.now())
+	s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "too many handshakes in flight"}, true)
+}
+
+// admitted goes on with a Hello that holds its handshake slot (held) or
+// needs none: the subscriptions beyond the bound are stripped, an origin
+// picked, the session opened upstream.
+func (s *session) admitted(f *corralv1.ClientFrame, h *corralv1.Hello, tok limit.Token, held bool) {
+	e := s.e
 	// Subscriptions beyond max_subscriptions never go upstream: each is
 	// refused after Welcome, as the hub refuses it.
 	var keep []*corralv1.Subscribe
@@ -222,6 +325,15 @@ func (s *session) hello(f *corralv1.ClientFrame, h *corralv1.Hello) {
 		h.Subscribe = keep
 	}
 	s.mu.Lock()
+	if s.closing {
+		// Gone while it waited (the device left, a timeout): the slot
+		// goes back unused.
+		s.mu.Unlock()
+		if held {
+			tok.Ignore()
+		}
+		return
+	}
 	s.subs, s.later = subs, refused
 	s.hs, s.hsHeld = tok, held
 	s.mu.Unlock()

@@ -53,9 +53,12 @@ const shedTarget = 250 * time.Millisecond
 // target at least) under a herd of mostly P2
 // handshakes. The edge's handshake limit falls below where it started; P2
 // is refused first, with 1013 and a retry hint, while P0 keeps being
-// welcomed, also once the Shedder's stage has risen as far as latency
-// takes it (sever-p1: a slow origin never takes the edge to the lifeboat
-// that refuses P0). Once the origin is fast again the limit recovers, the
+// welcomed. As shipped (no latency stages) the Hellos wait in the handshake
+// limit's waiting room, P0 first, and a P2 whose wait expires is refused;
+// the Shedder's stage never moves. With admission.latency_stages the
+// stage rises as far as latency takes it (sever-p1: a slow origin never
+// takes the edge to the lifeboat that refuses P0) and P0 keeps being
+// welcomed there. Once the origin is fast again the limit recovers, the
 // stage returns to normal and P2 is welcomed again.
 //
 // The light load runs until the handshake limit has closed a few
@@ -63,11 +66,17 @@ const shedTarget = 250 * time.Millisecond
 // latency for the ideal and grows (the limit rose 20 -> 40 here when a
 // 300 ms overload began 250 ms in, before its first 500 ms window closed).
 func TestOverloadedOriginShedsLowPriorityFirst(t *testing.T) {
+	t.Run("as shipped", func(t *testing.T) { overloadOrigin(t, false) })
+	t.Run("latency stages", func(t *testing.T) { overloadOrigin(t, true) })
+}
+
+func overloadOrigin(t *testing.T, latencyStages bool) {
 	slow := &slowOrigin{}
 	f := startFleetWith(t, Config{Hubs: 1, Edges: 1}, Options{
 		Hub: func(_ int, _ *hub.Config, o *hub.Options) { o.Overload = slow },
 		Edge: func(_ int, c *edge.Config) {
 			c.Admission.Enabled = true
+			c.Admission.LatencyStages = latencyStages
 			// A target well above what a busy machine adds to a
 			// handshake (the step down is at 0.7 x target), a fall
 			// dwell that brings the stage back in seconds, not 40.
@@ -178,6 +187,38 @@ func TestOverloadedOriginShedsLowPriorityFirst(t *testing.T) {
 		return e.Stats().HandshakeLimit < initial && p2no.Load() > 20 && p0ok.Load() > p0Start+10
 	})
 	fell := e.Stats()
+	if !latencyStages {
+		p0Then := p0ok.Load()
+		testkit.WaitFor(t, 120*time.Second, "P0 still welcomed", func() bool { return p0ok.Load() > p0Then+15 })
+		st := e.Stats()
+		t.Logf("overloaded (origin %v per handshake): handshake limit %d (initial %d, fast ideal %v, fell to %d with p99 %v), stage %v (top %v); P0 welcomed %d refused %d, P2 welcomed %d refused %d (first: %v; P0's first: %v)",
+			delay, st.HandshakeLimit, initial, fast.IdealRTT, fell.HandshakeLimit, fell.Handshake.RTT, st.Stage, limit.Stage(top.Load()),
+			p0ok.Load(), p0no.Load(), p2ok.Load(), p2no.Load(), firstRefusal.Load(), p0Refusal.Load())
+		if s := limit.Stage(top.Load()); s != limit.StageNormal {
+			t.Errorf("without latency stages the stage rose to %v", s)
+		}
+		// The waiting room serves P0 first: P2 is refused far more.
+		if p0no.Load()*4 > p2no.Load() {
+			t.Errorf("P0 refused %d times against P2's %d: want P2 shed first", p0no.Load(), p2no.Load())
+		}
+	} else {
+		overloadStages(t, e, initial, &top, &p0ok, &p2ok)
+	}
+	if r, _ := firstRefusal.Load().(error); r == nil || !strings.HasPrefix(r.Error(), "closed: 1013 retry_after_ms=") {
+		t.Errorf("first refusal %v, want a P2's 1013 with a retry hint", r)
+	}
+	if r, _ := p0Refusal.Load().(error); r != nil && !strings.HasPrefix(r.Error(), "closed: 1013 retry_after_ms=") {
+		t.Errorf("P0 refused with %v: only the handshake limit may refuse it, with 1013 and a hint", r)
+	}
+	recoverOrigin(t, e, initial, slow, &stopHeavy, &p2ok)
+	if v := firstErr.Load(); v != nil {
+		t.Logf("dial errors were seen (first: %v)", v.(error))
+	}
+}
+
+// overloadStages: with latency stages, latency alone takes the stage as
+// far as sever-p1 and no further, and P0 goes on being welcomed there.
+func overloadStages(t *testing.T, e *Edge, initial int, top *atomic.Uint32, p0ok, p2ok *atomic.Int64) {
 	// Latency alone takes the stage as far as sever-p1 and no further:
 	// P0 goes on being welcomed there, for longer than the Shedder needs
 	// to rise a stage (its rise dwell is 1 s; 15 handshakes of 750 ms on
@@ -186,9 +227,8 @@ func TestOverloadedOriginShedsLowPriorityFirst(t *testing.T) {
 	p0AtCeiling, p2AtCeiling := p0ok.Load(), p2ok.Load()
 	testkit.WaitFor(t, 120*time.Second, "P0 still welcomed at sever-p1", func() bool { return p0ok.Load() > p0AtCeiling+15 })
 	st := e.Stats()
-	t.Logf("overloaded (origin %v per handshake): handshake limit %d (initial %d, fast ideal %v, fell to %d with p99 %v), now %d, stage %v (top %v); P0 welcomed %d refused %d, P2 welcomed %d refused %d (first: %v; P0's first: %v)",
-		delay, st.HandshakeLimit, initial, fast.IdealRTT, fell.HandshakeLimit, fell.Handshake.RTT, st.HandshakeLimit, st.Stage, limit.Stage(top.Load()),
-		p0ok.Load(), p0no.Load(), p2ok.Load(), p2no.Load(), firstRefusal.Load(), p0Refusal.Load())
+	t.Logf("at sever-p1: handshake limit %d (initial %d), stage %v (top %v); P0 welcomed %d, P2 welcomed %d",
+		st.HandshakeLimit, initial, st.Stage, limit.Stage(top.Load()), p0ok.Load(), p2ok.Load())
 	if s := limit.Stage(top.Load()); s >= limit.StageLifeboat {
 		t.Errorf("a slow origin took the edge to %v, which refuses P0", s)
 	}
@@ -197,13 +237,11 @@ func TestOverloadedOriginShedsLowPriorityFirst(t *testing.T) {
 	if n := p2ok.Load() - p2AtCeiling; n > int64(initial) {
 		t.Errorf("%d P2 welcomed at sever-p1, more than were in flight before reject-p2", n)
 	}
-	if r, _ := firstRefusal.Load().(error); r == nil || !strings.HasPrefix(r.Error(), "closed: 1013 retry_after_ms=") {
-		t.Errorf("first refusal %v, want a P2's 1013 with a retry hint", r)
-	}
-	if r, _ := p0Refusal.Load().(error); r != nil && !strings.HasPrefix(r.Error(), "closed: 1013 retry_after_ms=") {
-		t.Errorf("P0 refused with %v: only the handshake limit may refuse it, with 1013 and a hint", r)
-	}
+}
 
+// recoverOrigin ends the overload: the limit recovers, the stage returns
+// to normal and P2 is welcomed again.
+func recoverOrigin(t *testing.T, e *Edge, initial int, slow *slowOrigin, stopHeavy *atomic.Bool, p2ok *atomic.Int64) {
 	stopHeavy.Store(true)
 	slow.slow.Store(0)
 	var last edge.Stats
@@ -222,7 +260,4 @@ func TestOverloadedOriginShedsLowPriorityFirst(t *testing.T) {
 	})
 	p2After := p2ok.Load()
 	testkit.WaitFor(t, 30*time.Second, "P2 welcomed after the overload", func() bool { return p2ok.Load() > p2After+20 })
-	if v := firstErr.Load(); v != nil {
-		t.Logf("dial errors were seen (first: %v)", v.(error))
-	}
 }

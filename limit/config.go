@@ -326,7 +326,8 @@ type LimiterConfig struct {
 // refused at once.
 type QueueConfig struct {
 	// MaxWait is the longest a request waits for a slot before it is
-	// refused. Zero: no waiting room (every acquisition is a try).
+	// refused. Zero or negative: no waiting room (every acquisition is a
+	// try).
 	MaxWait time.Duration `yaml:"max_wait"`
 	// Max is how many requests may wait at once; one more is refused at
 	// once. Default 10,000 (with MaxWait).
@@ -360,11 +361,8 @@ func (c LimiterConfig) Validate() error {
 	if math.IsNaN(r.P0) || math.IsNaN(r.P1) || r.P0 < 0 || r.P1 < 0 || r.P0+r.P1 >= 1 {
 		return fmt.Errorf("limit: limiter: reserves p0 %v and p1 %v must be >= 0 and sum below 1", r.P0, r.P1)
 	}
-	switch q := c.Queue; {
-	case q.MaxWait < 0:
-		return fmt.Errorf("limit: limiter: queue max_wait %v negative", q.MaxWait)
-	case q.Max < 0:
-		return fmt.Errorf("limit: limiter: queue max %d negative", q.Max)
+	if c.Queue.Max < 0 {
+		return fmt.Errorf("limit: limiter: queue max %d negative", c.Queue.Max)
 	}
 	return c.Retry.withDefaults().validate("limiter")
 }

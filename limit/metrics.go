@@ -30,6 +30,13 @@ type LimiterSnapshot struct {
 	// Invalid counts timed tokens whose latency was negative or huge
 	// (explicit times that went backwards) and were not sampled.
 	Invalid int64
+	// Waiting is the number of requests in the waiting room now; Queued
+	// counts those that ever waited, Expired those whose wait ended
+	// without a slot (also counted in Rejected).
+	Waiting         int
+	Queued, Expired int64
+	// Rate is the admissions per second (Limiter.Rate).
+	Rate float64
 	// Algorithm is the Limit's own counters.
 	Algorithm LimitStats
 }
@@ -49,6 +56,11 @@ func (l *Limiter) Snapshot() LimiterSnapshot {
 		Dropped:   l.dropped.Load(),
 		Invalid:   l.invalid.Load(),
 		Algorithm: l.lim.Stats(),
+		Rate:      l.Rate(),
+	}
+	if r := l.room; r != nil {
+		s.Waiting = int(r.n.Load())
+		s.Queued, s.Expired = r.queued.Load(), r.expired.Load()
 	}
 	for p := range s.Ceilings {
 		s.Ceilings[p] = int(l.ceiling(int8(p)))
@@ -122,6 +134,7 @@ type Collector struct {
 	cfg MetricsConfig
 
 	limit, inflight, ceiling, acquired, rejected, prioRejected *prometheus.Desc
+	waiting, queued, expired                                   *prometheus.Desc
 	stage, admitted, shedRejected, severed                     *prometheus.Desc
 	transitions, latency                                       *prometheus.Desc
 }
@@ -131,7 +144,8 @@ var _ prometheus.Collector = (*Collector)(nil)
 // NewCollector returns a Collector and registers it with cfg.Registerer
 // when set. The metrics are <namespace>_<subsystem>_ followed by: limit,
 // inflight, ceiling{priority}, acquired_total, rejected_total,
-// priority_rejected_total{priority} (from the Limiter); stage,
+// priority_rejected_total{priority}, waiting, queued_total,
+// queue_expired_total (from the Limiter); stage,
 // admitted_total{priority}, shed_rejected_total{priority},
 // severed_total{priority}, stage_transitions_total, latency_seconds (from
 // the Shedder). Every priority's series exists from the first scrape (at
@@ -156,6 +170,9 @@ func NewCollector(cfg MetricsConfig) (*Collector, error) {
 		acquired:     desc("acquired_total", "Work admitted by the limiter."),
 		rejected:     desc("rejected_total", "Work refused by the limiter."),
 		prioRejected: desc("priority_rejected_total", "Work refused by the limiter, by priority.", "priority"),
+		waiting:      desc("waiting", "Requests in the waiting room, waiting for a slot."),
+		queued:       desc("queued_total", "Requests that waited for a slot in the waiting room."),
+		expired:      desc("queue_expired_total", "Waits that ended without a slot (refused; also in rejected_total)."),
 		stage:        desc("stage", "Current shedding stage (0 normal, 1 reject-p2, 2 sever-p2, 3 reject-p1, 4 sever-p1, 5 lifeboat)."),
 		admitted:     desc("admitted_total", "Work admitted by the shedder, by priority.", "priority"),
 		shedRejected: desc("shed_rejected_total", "Work rejected by the shedder, by priority.", "priority"),
@@ -174,7 +191,7 @@ func NewCollector(cfg MetricsConfig) (*Collector, error) {
 // Describe sends the descriptors of the exported metrics.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.cfg.Limiter != nil {
-		for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.ceiling, c.acquired, c.rejected, c.prioRejected} {
+		for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.ceiling, c.acquired, c.rejected, c.prioRejected, c.waiting, c.queued, c.expired} {
 			ch <- d
 		}
 	}
@@ -203,6 +220,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.acquired, counter, float64(s.Acquired))
 		ch <- prometheus.MustNewConstMetric(c.rejected, counter, float64(s.Rejected))
 		perPrio(c.prioRejected, s.RejectedByPriority)
+		ch <- prometheus.MustNewConstMetric(c.waiting, gauge, float64(s.Waiting))
+		ch <- prometheus.MustNewConstMetric(c.queued, counter, float64(s.Queued))
+		ch <- prometheus.MustNewConstMetric(c.expired, counter, float64(s.Expired))
 	}
 	if sh := c.cfg.Shedder; sh != nil {
 		s := sh.Snapshot()
