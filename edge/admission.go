@@ -47,17 +47,42 @@ type admission struct {
 }
 
 // defaultHandshakeWait is the handshake waiting room's max_wait at the
-// edge: long enough for a herd of a few seconds to be served from the
-// queue (the fleet of docs/benchmarks.md takes 20,000 in about 3 s), and
-// at most half the handshake timeout, so a device that waited still has
-// time for its handshake.
-const defaultHandshakeWait = 5 * time.Second
+// edge: well inside the dial budget of the SDKs (the Go client's
+// DialTimeout and the JS SDK's connectTimeoutMs are 5 s, TCP connect and
+// upgrade included), and at most half the handshake timeout: a Hello
+// whose wait expires gets its hint, sized by the backlog, while its
+// device still listens.
+const defaultHandshakeWait = 2 * time.Second
+
+// defaultSlowHandshake is admission.slow_handshake: the handshake
+// latency percentile above which a window of the handshake limit counts
+// as congested.
+const defaultSlowHandshake = 500 * time.Millisecond
 
 func (a *admission) init(cfg AdmissionConfig, handshakeTimeout time.Duration) error {
 	if !cfg.Enabled {
 		return nil
 	}
 	a.latency = cfg.LatencyStages
+	if cfg.Handshake.Limit == nil {
+		// AIMD on the origins' own signals, not a gradient on latency:
+		// the edge's handshake latency holds the edge's own CPU, which a
+		// herd saturates with work no limit gates (accepts, TLS,
+		// upgrades), and a gradient reads that as the origin's congestion
+		// and throttles the origins' work as it arrives. Measured in the
+		// edge storm (docs/benchmarks.md): the Gradient fell from 40 to 1
+		// in 2.5 s of the herd and, on a loaded machine, held the edges
+		// at 32 handshakes a second against origins that refused
+		// nothing. An origin that cannot take more refuses (its refusals
+		// are drops, which cut the limit) or slows past slow_handshake,
+		// which an origin in reach of its edges does only when it is
+		// overloaded.
+		aimd, err := limit.NewAIMD(limit.AIMDConfig{Timeout: cmp.Or(cfg.SlowHandshake, defaultSlowHandshake)})
+		if err != nil {
+			return fmt.Errorf("edge: admission.slow_handshake: %w", err)
+		}
+		cfg.Handshake.Limit = aimd
+	}
 	if cfg.Handshake.Queue.MaxWait == 0 {
 		cfg.Handshake.Queue.MaxWait = defaultHandshakeWait
 		if handshakeTimeout > 0 {

@@ -152,12 +152,13 @@ type AdmissionConfig struct {
 	// staged Shedder.
 	Enabled bool `yaml:"enabled"`
 	// Handshake limits the handshakes in flight (device Hello to the
-	// origin's Welcome); its samples are their latencies. A Hello that
-	// finds no slot waits for one in its waiting room (queue.max_wait,
-	// default 5 s here or half the handshake timeout if shorter; negative:
-	// no waiting), highest priority first; a Hello whose wait expires, or
-	// that finds the room full (queue.max, default 10,000), is closed with
-	// 1013 and a hint sized by the backlog ahead of it.
+	// origin's Welcome); its samples are their latencies, its algorithm
+	// AIMD (see SlowHandshake). A Hello that finds no slot waits for one
+	// in its waiting room (queue.max_wait, default 2 s here or half the
+	// handshake timeout if shorter; negative: no waiting), highest
+	// priority first; a Hello whose wait expires, or that finds the room
+	// full (queue.max, default 10,000), is closed with 1013 and a hint
+	// sized by the backlog ahead of it.
 	Handshake limit.LimiterConfig `yaml:"handshake"`
 	// Messages limits the device publishes in flight to the origins (sent
 	// up, not yet answered). A Publish that finds no slot gets an Error
@@ -177,6 +178,12 @@ type AdmissionConfig struct {
 	// distant origin. The handshake Limiter, whose gradient is relative to
 	// the path's own ideal latency, breathes with the origins instead.
 	LatencyStages bool `yaml:"latency_stages"`
+	// SlowHandshake is the handshake latency (p99 of a window) above
+	// which the handshake limit counts the window as congested and cuts
+	// itself (AIMD: x 0.9 per congested window or window with refusals
+	// by the origin, + 1 per saturated calm one after a slow start).
+	// Default 500ms.
+	SlowHandshake time.Duration `yaml:"slow_handshake"`
 }
 
 // DrainConfig paces a graceful shutdown and the ends of sessions at
@@ -273,6 +280,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if c.Admission.Enabled {
+		if c.Admission.SlowHandshake < 0 {
+			return config.Errorf("admission.slow_handshake", "edge: must not be negative, got %v", c.Admission.SlowHandshake)
+		}
 		if err := c.Admission.Shedder.Validate(); err != nil {
 			return config.Errorf("admission.shedder", "edge: %v", err)
 		}

@@ -296,6 +296,8 @@ func (s *session) refuseHandshake(rank int) {
 	e := s.e
 	e.metrics.shed.WithLabelValues("reject_handshake", priorityLabel(rank)).Inc()
 	ra := e.adm.refusalHint(e.adm.handshake, rank, e.now())
+	e.log.Debug("edge: hello refused: no handshake slot", "priority", priorityLabel(rank), "retry_after", ra,
+		"waiting", e.adm.handshake.Waiting(), "admissions_per_second", int(e.adm.handshake.Rate()))
 	s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "too many handshakes in flight"}, true)
 }
 

@@ -82,12 +82,9 @@ func overloadOrigin(t *testing.T, latencyStages bool) {
 			// dwell that brings the stage back in seconds, not 40.
 			c.Admission.Shedder.Target = shedTarget
 			c.Admission.Shedder.FallDwell = 2 * time.Second
-			// The handshake limit keeps its defaults: once the overload
-			// ends, its windows at the floor re-learn the ideal (limit's
-			// floor rule). Before that rule, a busy machine's latency
-			// noise held the limit at 1 after the overload (load 17:
-			// p99 66 ms against an ideal of 8.6 ms) unless the
-			// tolerance was raised to 10.
+			// The handshake limit keeps its defaults (AIMD with
+			// slow_handshake 500 ms: the overload's 750 ms cut it,
+			// a busy machine's noise does not).
 		},
 	})
 	e := f.Edges()[0]
@@ -183,8 +180,11 @@ func overloadOrigin(t *testing.T, latencyStages bool) {
 		dialler(corralv1.Priority_PRIORITY_P0, false, &stopHeavy)
 	}
 	p0Start := p0ok.Load()
-	testkit.WaitFor(t, 60*time.Second, "the handshake limit below its start, P2 refused, P0 welcomed", func() bool {
-		return e.Stats().HandshakeLimit < initial && p2no.Load() > 20 && p0ok.Load() > p0Start+10
+	// With latency stages the Shedder refuses P2 before the handshake
+	// limit is full, so its windows are app-limited and it need not fall;
+	// as shipped the limit is what sheds.
+	testkit.WaitFor(t, 60*time.Second, "the handshake limit below its start (as shipped), P2 refused, P0 welcomed", func() bool {
+		return (latencyStages || e.Stats().HandshakeLimit < initial) && p2no.Load() > 20 && p0ok.Load() > p0Start+10
 	})
 	fell := e.Stats()
 	if !latencyStages {

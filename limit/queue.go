@@ -57,6 +57,13 @@ type waitingRoom struct {
 	n       atomic.Int64             // requests waiting, all priorities
 	queued  atomic.Int64             // requests that waited, total
 	expired atomic.Int64             // waits that ended without a slot, total
+
+	// promised counts the places handed out with refusals' hints that
+	// the node has not yet had time to serve, per priority: the virtual
+	// queue that spaces the hints of a refused herd (RetryAfter). Guarded
+	// by mu, drained at the admission rate.
+	promised   [NumPriorities]float64
+	promisedAt int64 // ns since the Limiter's base
 }
 
 type waiter struct {
@@ -132,6 +139,19 @@ func (l *Limiter) AcquireOrWait(p Priority, done func(tok Token, ok bool)) (Toke
 	// waiting: hand it over now.
 	l.dispatch()
 	return Token{}, Queued
+}
+
+// capacity is the node's admissions per second as the waiting room
+// estimates them: the larger of the measured rate (Rate) and the limit
+// over the ideal latency the Limit measured (Little's law at the knee),
+// which is known from the first windows, while the rate needs a second of
+// traffic to build up after an idle spell. Zero when neither is known.
+func (l *Limiter) capacity() float64 {
+	c := l.Rate()
+	if st := l.lim.Stats(); st.IdealRTT > 0 {
+		c = max(c, float64(l.Limit())/st.IdealRTT.Seconds())
+	}
+	return c
 }
 
 // acquireQuiet takes a slot for prio under the waiting room's ceilings
@@ -218,32 +238,60 @@ func (l *Limiter) Waiting() int {
 }
 
 // RetryAfter returns the jittered retry hint for work of priority p the
-// Limiter refused now: the time the admissions measured over the last
-// seconds take to serve the requests waiting ahead of it (p's and higher
-// priorities'), at least Retry.Min and at most Retry.Max, spread uniformly
-// over [e, e x (1 + Spread)). A herd refused at once is then told to come
-// back over as long as the node needs to take the work already queued, so
-// it returns at about the rate the node admits, not in a second burst.
+// Limiter refused now, and takes a place in the virtual queue of refused
+// work: the requests waiting in the room at p or a higher priority, plus
+// the places earlier refusals were promised that the node has not had
+// time to serve yet, over the node's capacity (capacity: the measured
+// admission rate, or the limit over the ideal latency if higher), plus
+// Retry.Min, at most Retry.Max, spread uniformly over [e, e x (1 +
+// Spread)). The k-th device of a herd refused at once is told to come back
+// k admissions later than the first, so the herd returns at about the
+// rate the node admits, not in a second burst, and is not told to wait
+// longer than the node needs. Without a waiting room it is Retry.Min.
 func (l *Limiter) RetryAfter(p Priority) time.Duration {
-	lo, hi := l.RetryRange(p)
+	lo, hi := l.retryRange(p, true)
 	return lo + time.Duration(l.rnd.float64()*float64(hi-lo))
 }
 
-// RetryRange returns the range [lo, hi) RetryAfter draws from.
-func (l *Limiter) RetryRange(p Priority) (lo, hi time.Duration) {
+// RetryRange returns the range [lo, hi) the next RetryAfter of priority
+// p draws from, without taking a place.
+func (l *Limiter) RetryRange(p Priority) (lo, hi time.Duration) { return l.retryRange(p, false) }
+
+func (l *Limiter) retryRange(p Priority, take bool) (lo, hi time.Duration) {
 	if !p.Valid() {
 		p = P2
 	}
 	rc := l.cfg.Retry
 	est := rc.Min
 	if r := l.room; r != nil {
+		c := l.capacity()
+		now := l.nowNs()
 		r.mu.Lock()
-		ahead := r.ahead(p)
+		// The node serves c places a second, the waiting requests first
+		// (they are in the room), then the promised ones, highest
+		// priority first.
+		if dt := time.Duration(now - r.promisedAt).Seconds(); dt > 0 && c > 0 {
+			served := c * dt
+			for q := range r.promised {
+				d := min(served, r.promised[q])
+				r.promised[q] -= d
+				served -= d
+			}
+		}
+		r.promisedAt = now
+		ahead := float64(r.ahead(p))
+		for q := P0; q <= p; q++ {
+			ahead += r.promised[q]
+		}
+		if take {
+			r.promised[p]++
+		}
 		r.mu.Unlock()
-		if rate := l.Rate(); ahead > 0 && rate > 0 {
-			est = max(est, time.Duration(float64(ahead)/rate*float64(time.Second)))
-		} else if ahead > 0 {
-			est = max(est, l.cfg.Queue.MaxWait)
+		switch {
+		case ahead > 0 && c > 0:
+			est += time.Duration(ahead / c * float64(time.Second))
+		case ahead > 0:
+			est += l.cfg.Queue.MaxWait
 		}
 	}
 	est = min(est, rc.Max)

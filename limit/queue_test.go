@@ -273,10 +273,10 @@ func TestRetryAfterIsSizedByTheBacklog(t *testing.T) {
 			l.AcquireOrWait(P1, func(tok Token, ok bool) { tok.Success() })
 		}
 		lo, hi := l.RetryRange(P2)
-		if lo < 3*time.Second || lo > 6*time.Second || hi != 2*lo {
-			t.Errorf("hint range [%v, %v) behind 4,000 waiting at %.0f/s; want about [4s, 8s)", lo, hi, l.Rate())
+		if lo < 4*time.Second || lo > 7*time.Second || hi != 2*lo {
+			t.Errorf("hint range [%v, %v) behind 4,000 waiting at %.0f/s; want about [5s, 10s) (Retry.Min + 4 s)", lo, hi, l.Rate())
 		}
-		if lo0, _ := l.RetryRange(P0); lo0 > 2*time.Second {
+		if lo0, _ := l.RetryRange(P0); lo0 > 1500*time.Millisecond {
 			t.Errorf("P0's hint starts at %v with at most a few P0 waiting, want about Retry.Min", lo0)
 		}
 		close(stop)
@@ -330,4 +330,54 @@ func TestWaitingRoomRace(t *testing.T) {
 	if ended.Load() != n || l.Waiting() != 0 || l.InFlight() != 0 {
 		t.Errorf("ended %d of %d, waiting %d, in flight %d", ended.Load(), n, l.Waiting(), l.InFlight())
 	}
+}
+
+// TestRefusedHerdIsSpacedByTheVirtualQueue: each refusal's hint takes a
+// place behind the earlier ones, so a herd refused at one instant is told
+// to come back over the time the node needs to serve it (1,000 refusals
+// at 1,000 admissions a second: the last hint starts about 1 s after the
+// first), a higher priority's hint does not queue behind a lower one's
+// places, and the places drain as the node serves.
+func TestRefusedHerdIsSpacedByTheVirtualQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Minute})
+		stop := make(chan struct{})
+		var worker func(tok Token, ok bool)
+		worker = func(tok Token, ok bool) {
+			time.Sleep(10 * time.Millisecond)
+			tok.Success()
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if tok, w := l.AcquireOrWait(P0, worker); w == Acquired {
+				go worker(tok, true)
+			}
+		}
+		for range 10 {
+			tok, _ := l.AcquireOrWait(P0, nil)
+			go worker(tok, true)
+		}
+		time.Sleep(3 * time.Second)
+		first, _ := l.RetryRange(P2)
+		for range 1000 {
+			l.RetryAfter(P2)
+		}
+		last, _ := l.RetryRange(P2)
+		p1, _ := l.RetryRange(P1)
+		if d := last - first; d < 700*time.Millisecond || d > 1500*time.Millisecond {
+			t.Errorf("1,000 refusals at %.0f/s moved the hint from %v to %v; want about 1 s later", l.Rate(), first, last)
+		}
+		if p1 > 1100*time.Millisecond {
+			t.Errorf("P1's hint %v queued behind P2's places", p1)
+		}
+		time.Sleep(2 * time.Second)
+		if again, _ := l.RetryRange(P2); again > first+100*time.Millisecond {
+			t.Errorf("2 s later the hint still starts at %v (first %v): the places did not drain", again, first)
+		}
+		close(stop)
+		time.Sleep(time.Second)
+		synctest.Wait()
+	})
 }

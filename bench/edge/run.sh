@@ -294,7 +294,7 @@ session:
 admission:
   enabled: ${STORM_ADMISSION:-true}
 YAML
-		"$work/corral" edge --config "$work/sedge$i.yaml" --log-level warn >"$work/sedge$i.log" 2>&1 &
+		"$work/corral" edge --config "$work/sedge$i.yaml" --log-level "${STORM_EDGE_LOG:-warn}" >"$work/sedge$i.log" 2>&1 &
 		pids+=($!)
 		wait_ready "127.0.2.$i:7479"
 	done
@@ -322,6 +322,7 @@ YAML
 	"$work/corral" kraken run "$work/storm.yaml" --secret-env KRAKEN_BENCH_SECRET ${STORM_AGENTS:+--agents $STORM_AGENTS} \
 		--out "$work/storm.$run.json" 2>"$work/kraken.$run.log" || { tail -20 "$work/kraken.$run.log" >&2; stop "${pids[@]}"; return 1; }
 	local r="$work/storm.$run.json" wu
+	[ -n "${STORM_KEEP:-}" ] && cp "$work"/sedge*.log "$work/storm.$run.json" "$STORM_KEEP/" 2>/dev/null
 	# The warm-up as the coordinator measured it (every agent ready to
 	# every session held): the fleet's admission rate under a herd.
 	wu=$(sed -n 's/^kraken: warm-up of .* took \([0-9.]*\)s$/\1/p' "$work/kraken.$run.log")
