@@ -163,7 +163,7 @@ func newAgentKraken(a *assignment, ac AgentConfig) (*Kraken, error) {
 			}
 			return a.Tokens[t][rank], nil
 		},
-		Regions: a.Regions,
+		Regions: a.Regions, caPEM: a.CA,
 		// The coordinator acts on the origins (mass closes, kills,
 		// freezes, unhealthy spells: it holds the way to reach them); an
 		// agent only marks the storm.

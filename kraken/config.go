@@ -94,8 +94,17 @@ type Config struct {
 	// before it closes its sessions: the moment to read the servers' own
 	// counts of what the run holds.
 	AtEnd func()
+	// CAFile is a PEM file of the CAs wss:// and grpcs:// targets'
+	// certificates must chain to (a private CA, a test's self-signed
+	// certificate). Empty: the system roots. New reads it; a split run
+	// sends its bytes to the agents.
+	CAFile string
 	// Logger receives the run's logs; nil discards them.
 	Logger *slog.Logger
+
+	// caPEM, when set, is CAFile's content (an agent's, from its
+	// assignment).
+	caPEM []byte
 }
 
 // KillRequest is what Config.Kill is asked to do.
@@ -201,6 +210,7 @@ func (c Config) withTarget(sc *scenario.Scenario) (_ Config, fromFile bool) {
 // target is one parsed target URL.
 type target struct {
 	scheme string // ws or grpc
+	tls    bool   // wss, grpcs
 	host   string // name or address
 	port   string
 	path   string // ws only
@@ -219,21 +229,19 @@ func (t target) protocol() string {
 
 func parseTarget(s string) (target, error) {
 	u, err := url.Parse(s)
-	if err == nil && (u.Scheme == "wss" || u.Scheme == "grpcs") {
-		return target{}, fmt.Errorf("kraken: target %q: %s (TLS) is not run yet; give a %s:// URL", s, u.Scheme, strings.TrimSuffix(u.Scheme, "s"))
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "grpc" && u.Scheme != "grpcs") || u.Hostname() == "" || u.Port() == "" {
+		return target{}, fmt.Errorf("kraken: target %q: want ws://host:port[/path] (wss:// for TLS) or grpc://host:port (grpcs://)", s)
 	}
-	if err != nil || (u.Scheme != "ws" && u.Scheme != "grpc") || u.Hostname() == "" || u.Port() == "" {
-		return target{}, fmt.Errorf("kraken: target %q: want ws://host:port[/path] or grpc://host:port", s)
-	}
-	if u.Scheme == "grpc" {
+	secure := u.Scheme == "wss" || u.Scheme == "grpcs"
+	if u.Scheme == "grpc" || u.Scheme == "grpcs" {
 		if u.Path != "" && u.Path != "/" {
-			return target{}, fmt.Errorf("kraken: target %q: a grpc:// target has no path", s)
+			return target{}, fmt.Errorf("kraken: target %q: a gRPC target has no path", s)
 		}
-		return target{scheme: "grpc", host: u.Hostname(), port: u.Port()}, nil
+		return target{scheme: "grpc", tls: secure, host: u.Hostname(), port: u.Port()}, nil
 	}
 	p := u.Path
 	if p == "" {
 		p = "/v1/ws"
 	}
-	return target{scheme: "ws", host: u.Hostname(), port: u.Port(), path: p}, nil
+	return target{scheme: "ws", tls: secure, host: u.Hostname(), port: u.Port(), path: p}, nil
 }

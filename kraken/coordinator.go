@@ -81,6 +81,7 @@ type Coordinator struct {
 	pl          *plan
 	agents      int
 	fileTargets bool
+	ca          []byte // Config.CAFile's PEM, sent to the agents
 	ran         bool
 	parts       []*Result
 	runID       string
@@ -136,7 +137,11 @@ func NewCoordinator(sc *scenario.Scenario, cfg Config, split Split) (*Coordinato
 	if err != nil {
 		return nil, err
 	}
-	return &Coordinator{sc: sc, cfg: cfg, split: split, pl: pl, agents: agents, fileTargets: fileTargets}, nil
+	_, ca, err := loadCA(cfg.CAFile, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Coordinator{sc: sc, cfg: cfg, split: split, pl: pl, agents: agents, fileTargets: fileTargets, ca: ca}, nil
 }
 
 // Agents returns the number of agent processes of the run.
@@ -219,7 +224,7 @@ func (c *Coordinator) assignmentBase() (assignment, error) {
 		Run: c.runID, Agents: c.agents, File: c.sc.File(), Scenario: data,
 		Targets: c.cfg.Targets, Regions: c.cfg.Regions, Resolver: c.cfg.Resolver, PublishURL: c.cfg.PublishURL, APIKey: c.cfg.APIKey,
 		Sources: c.cfg.Sources.String(), Pollers: c.cfg.Pollers, Dialers: c.cfg.Dialers,
-		Every: c.cfg.ProgressEvery, Settle: c.cfg.Settle, Silence: c.split.Silence,
+		Every: c.cfg.ProgressEvery, Settle: c.cfg.Settle, Silence: c.split.Silence, CA: c.ca,
 	}
 	for t := range c.pl.tenants {
 		var toks [3]string

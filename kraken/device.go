@@ -96,6 +96,8 @@ type device struct {
 	downAt    time.Time
 	tries     int32 // attempts since the drop
 	chans     []chanPos
+
+	tickets tickets // its last TLS session (wss, grpcs), outside mu
 }
 
 // schedule arms the device's timer to call f after d.

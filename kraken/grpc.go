@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -43,11 +44,12 @@ type grpcConn struct {
 
 	sendMu sync.Mutex // grpc-go's Send is not safe for concurrent use
 
-	tcp     atomic.Pointer[net.Conn] // the connection the dialer made, for a cut
-	dialed  atomic.Bool              // the ClientConn dialled once: never again
-	dialErr atomic.Pointer[error]    // the TCP connect's failure
-	ourCut  atomic.Bool              // cut by kraken (a drop, a timeout)
-	done    atomic.Bool              // the end was reported
+	tcp       atomic.Pointer[net.Conn] // the connection the dialer made, for a cut
+	dialed    atomic.Bool              // the ClientConn dialled once: never again
+	dialErr   atomic.Pointer[error]    // the TCP connect's failure
+	tlsFailed atomic.Bool              // the TLS handshake failed (grpcs)
+	ourCut    atomic.Bool              // cut by kraken (a drop, a timeout)
+	done      atomic.Bool              // the end was reported
 }
 
 var _ conn = (*grpcConn)(nil)
@@ -82,9 +84,15 @@ func (e *engine) dialGRPC(ctx context.Context, j dialJob, ep endpoint) {
 		j.dev.connected(j.gen)
 		return c, nil
 	}
-	cc, err := grpc.NewClient("passthrough:///"+ep.addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority(ep.host),
+	// The authority is the URL's host:port; over TLS grpc-go takes it
+	// from the server name (the URL's host), and refuses both.
+	creds := grpc.WithTransportCredentials(insecure.NewCredentials())
+	authority := grpc.WithAuthority(ep.host)
+	if ep.tls {
+		creds = grpc.WithTransportCredentials(timedCreds{TransportCredentials: credentials.NewTLS(j.dev.r.tlsConfig(j.dev, ep, "h2")), r: j.dev.r, failed: &g.tlsFailed})
+		authority = grpc.EmptyDialOption{}
+	}
+	cc, err := grpc.NewClient("passthrough:///"+ep.addr, creds, authority,
 		grpc.WithContextDialer(dialer),
 		grpc.WithDisableRetry(),
 		grpc.WithDisableServiceConfig(),
@@ -108,6 +116,8 @@ func (e *engine) dialGRPC(ctx context.Context, j dialJob, ep endpoint) {
 			reason = dialReason(*p)
 		} else if ctx.Err() != nil {
 			reason = dialReason(ctx.Err())
+		} else if g.tlsFailed.Load() {
+			reason = "tls"
 		}
 		j.dev.dialFailed(j.gen, reason)
 		return

@@ -218,9 +218,9 @@ func checkProtocol(protocol string, cfg Config, fileTargets bool, refuse func(pa
 // schemesOf names the target URLs a protocol's devices take.
 func schemesOf(protocol string) string {
 	if protocol == "grpc" {
-		return "grpc://host:port"
+		return "grpc:// or grpcs://"
 	}
-	return "ws://host:port[/path]"
+	return "ws:// or wss://"
 }
 
 // dealPriorities gives device i its class: the counts are the shares of

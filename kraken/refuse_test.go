@@ -87,8 +87,8 @@ func TestBadScenarioRefusedBeforeAnything(t *testing.T) {
 }
 
 // TestScenarioTargetRefusedWithItsLine: a target of the scenario file
-// kraken cannot drive is named with its line; --target overrides the
-// file's.
+// kraken cannot drive (a gRPC one for WebSocket devices) is named with
+// its line; --target overrides the file's.
 func TestScenarioTargetRefusedWithItsLine(t *testing.T) {
 	sc := loadScenario(t, "target.yaml", `
 name: target
@@ -99,11 +99,11 @@ origins: [{name: hub, headroom: 2, max_new_per_second: 100}]
 target:
   urls:
     - ws://127.0.0.1:1/v1/ws
-    - wss://127.0.0.1:2/v1/ws
+    - grpcs://127.0.0.1:2
 `)
 	_, err := New(sc, Config{Token: testToken(testSecret)})
-	if err == nil || !strings.Contains(err.Error(), "target.yaml:9:7: target.urls[1]: target \"wss://127.0.0.1:2/v1/ws\": wss (TLS) is not run yet") {
-		t.Errorf("New = %v, want the wss URL refused with its line", err)
+	if err == nil || !strings.Contains(err.Error(), "target.yaml:9:7: target.urls[1]: target \"grpcs://127.0.0.1:2\" takes grpc devices, and population.protocol is websocket") {
+		t.Errorf("New = %v, want the grpcs URL refused with its line", err)
 	}
 	k, err := New(sc, Config{Token: testToken(testSecret), Targets: []string{"ws://127.0.0.1:3/v1/ws"}})
 	if err != nil {
@@ -131,7 +131,7 @@ origins: [{name: hub, headroom: 2, max_new_per_second: 100}]
 		want string
 	}{
 		{"no target", Config{Token: tok}, "no target"},
-		{"wss", Config{Targets: []string{"wss://127.0.0.1:1"}, Token: tok}, "wss (TLS) is not run yet"},
+		{"scheme", Config{Targets: []string{"http://127.0.0.1:1"}, Token: tok}, "want ws://host:port[/path] (wss:// for TLS) or grpc://host:port (grpcs://)"},
 		{"no port", Config{Targets: []string{"ws://127.0.0.1"}, Token: tok}, "want ws://host:port"},
 		{"no token", Config{Targets: []string{"ws://127.0.0.1:1"}}, "no token source"},
 		{"publish URL", Config{Targets: []string{"ws://127.0.0.1:1"}, Token: tok, PublishURL: "ftp://x"}, "publish URL"},
@@ -194,9 +194,9 @@ target:
 		targets []string
 		want    string
 	}{
-		{"a ws URL of the file", nil, `mix.yaml:11:7: target.urls[1]: target "ws://127.0.0.1:2/v1/ws" takes websocket devices, and population.protocol is grpc: give grpc://host:port targets, or set protocol: websocket`},
+		{"a ws URL of the file", nil, `mix.yaml:11:7: target.urls[1]: target "ws://127.0.0.1:2/v1/ws" takes websocket devices, and population.protocol is grpc: give grpc:// or grpcs:// targets, or set protocol: websocket`},
 		{"a ws URL given", []string{"ws://127.0.0.1:3"}, `mix.yaml:5:3: population.protocol: target "ws://127.0.0.1:3" takes websocket devices`},
-		{"a gRPC URL with a path", []string{"grpc://127.0.0.1:3/v1/ws"}, `kraken: target "grpc://127.0.0.1:3/v1/ws": a grpc:// target has no path`},
+		{"a gRPC URL with a path", []string{"grpc://127.0.0.1:3/v1/ws"}, `kraken: target "grpc://127.0.0.1:3/v1/ws": a gRPC target has no path`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := New(sc, Config{Targets: tc.targets, Token: tok}); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -145,6 +145,9 @@ func reportIntro(res *Result) (template.HTML, error) {
 		lat = append(lat, row)
 	}
 	add("connect (TCP)", res.Latency.Connect)
+	if h := res.Latency.TLS; h != nil && h.Count() > 0 {
+		add(fmt.Sprintf("TLS handshake (%d full, %d resumed)", res.TLSHandshakes["full"], res.TLSHandshakes["resumed"]), h)
+	}
 	add("Welcome", res.Latency.Welcome)
 	add("resume", res.Latency.Resume)
 	for _, p := range priorityLabels {

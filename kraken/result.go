@@ -65,10 +65,14 @@ type Result struct {
 	Disconnects map[string]Counts `json:"disconnects"`
 	Terminal    Counts            `json:"terminal"`
 
-	Latency  Latency  `json:"latency"`
-	Resumes  Resumes  `json:"resumes"`
-	Messages Messages `json:"messages"`
-	Storms   []*Storm `json:"storms"`
+	Latency Latency `json:"latency"`
+	// TLSHandshakes counts the TLS handshakes of wss and grpcs attempts:
+	// "full", and "resumed" (a session ticket of the device's last
+	// server accepted).
+	TLSHandshakes Counts   `json:"tls_handshakes"`
+	Resumes       Resumes  `json:"resumes"`
+	Messages      Messages `json:"messages"`
+	Storms        []*Storm `json:"storms"`
 
 	// Derived from the fields above (again after Merge).
 	PeakAttemptsPerSecond int64   `json:"peak_attempts_per_second"`
@@ -82,6 +86,9 @@ type Latency struct {
 	Welcome *Histogram            `json:"welcome"`
 	Resume  *Histogram            `json:"resume"`
 	Deliver map[string]*Histogram `json:"deliver"`
+	// TLS is the TLS handshake of a wss or grpcs attempt, from the TCP
+	// connection to the handshake done (full and resumed together).
+	TLS *Histogram `json:"tls"`
 }
 
 // Resumes counts the channels resumed after a reconnect.
@@ -213,8 +220,9 @@ func newResult(name string) *Result {
 		Scenario: name, Agents: 1,
 		Welcomes: map[string]Counts{}, Failures: map[string]Counts{}, Disconnects: map[string]Counts{}, Terminal: Counts{},
 		FailuresPerSecond: map[string][]int64{}, HeldByOrigin: map[string][]int64{},
-		Latency:  Latency{Connect: NewHistogram(), Welcome: NewHistogram(), Resume: NewHistogram(), Deliver: map[string]*Histogram{}},
-		Messages: Messages{Published: Counts{}, PublishFailures: Counts{}, Received: Counts{}, Delivered: Counts{}},
+		Latency:       Latency{Connect: NewHistogram(), Welcome: NewHistogram(), Resume: NewHistogram(), Deliver: map[string]*Histogram{}, TLS: NewHistogram()},
+		TLSHandshakes: Counts{},
+		Messages:      Messages{Published: Counts{}, PublishFailures: Counts{}, Received: Counts{}, Delivered: Counts{}},
 	}
 	for _, p := range priorityLabels {
 		r.Latency.Deliver[p] = NewHistogram()
@@ -334,6 +342,14 @@ func (r *Result) Merge(o *Result) error {
 	r.Latency.Connect.Merge(o.Latency.Connect)
 	r.Latency.Welcome.Merge(o.Latency.Welcome)
 	r.Latency.Resume.Merge(o.Latency.Resume)
+	if r.Latency.TLS == nil {
+		r.Latency.TLS = NewHistogram()
+	}
+	r.Latency.TLS.Merge(o.Latency.TLS)
+	if r.TLSHandshakes == nil {
+		r.TLSHandshakes = Counts{}
+	}
+	r.TLSHandshakes.add(o.TLSHandshakes)
 	for p, h := range o.Latency.Deliver {
 		if r.Latency.Deliver[p] == nil {
 			r.Latency.Deliver[p] = NewHistogram()
@@ -529,6 +545,18 @@ func (rec *recorder) held(t time.Time, n int64) {
 func (rec *recorder) messages(f func(m *Messages)) {
 	rec.mu.Lock()
 	f(&rec.res.Messages)
+	rec.mu.Unlock()
+}
+
+// tlsHandshake records one TLS handshake that took d.
+func (rec *recorder) tlsHandshake(d time.Duration, resumed bool) {
+	rec.res.Latency.TLS.Record(d)
+	kind := "full"
+	if resumed {
+		kind = "resumed"
+	}
+	rec.mu.Lock()
+	rec.res.TLSHandshakes[kind]++
 	rec.mu.Unlock()
 }
 

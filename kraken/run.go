@@ -2,6 +2,7 @@ package kraken
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -22,10 +23,11 @@ import (
 // (which checks everything and does no I/O), then call Run once. It is not
 // safe for concurrent use.
 type Kraken struct {
-	cfg  Config
-	pl   *plan
-	ran  bool
-	link *agentLink // the coordinator of a split run; nil alone
+	cfg   Config
+	pl    *plan
+	roots *x509.CertPool // Config.CAFile's CAs; nil: the system roots
+	ran   bool
+	link  *agentLink // the coordinator of a split run; nil alone
 }
 
 // New checks the scenario and the configuration and returns the run. A
@@ -42,7 +44,11 @@ func New(sc *scenario.Scenario, cfg Config) (*Kraken, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Kraken{cfg: cfg, pl: pl}, nil
+	roots, _, err := loadCA(cfg.CAFile, cfg.caPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &Kraken{cfg: cfg, pl: pl, roots: roots}, nil
 }
 
 // Devices returns the number of devices the run drives (the scenario's
@@ -61,6 +67,7 @@ type runner struct {
 	targets        []target
 	regionTargets  [][]target // by region of the plan (Config.Regions)
 	resolver       *net.Resolver
+	roots          *x509.CertPool // the CAs of TLS targets; nil: the system's
 	tokens         [][3]string
 	devices        []*device // this part's, by number
 	link           *agentLink
@@ -168,7 +175,7 @@ func (r *runner) endpoint(ctx context.Context, d *device) (endpoint, error) {
 	t := ts[rand.IntN(len(ts))]
 	host := net.JoinHostPort(t.host, t.port)
 	if _, err := netip.ParseAddr(t.host); err == nil {
-		return endpoint{addr: host, host: host, path: t.path, grpc: t.grpc()}, nil
+		return endpoint{addr: host, host: host, path: t.path, grpc: t.grpc(), tls: t.tls, name: t.host}, nil
 	}
 	var addrs []netip.Addr
 	var err error
@@ -181,7 +188,7 @@ func (r *runner) endpoint(ctx context.Context, d *device) (endpoint, error) {
 		return endpoint{}, fmt.Errorf("kraken: resolving %s: %v", t.host, err)
 	}
 	a := addrs[rand.IntN(len(addrs))]
-	return endpoint{addr: net.JoinHostPort(a.Unmap().String(), t.port), host: host, path: t.path, grpc: t.grpc()}, nil
+	return endpoint{addr: net.JoinHostPort(a.Unmap().String(), t.port), host: host, path: t.path, grpc: t.grpc(), tls: t.tls, name: t.host}, nil
 }
 
 // Run drives the devices through the scenario and returns what it
@@ -198,7 +205,7 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("kraken: %w", err)
 	}
 	r := &runner{
-		cfg: cfg, pl: pl, codec: codec, connectTimeout: pl.connectTimeout,
+		cfg: cfg, pl: pl, codec: codec, connectTimeout: pl.connectTimeout, roots: k.roots,
 		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{}, ended: make(chan struct{}), nodes: map[string]*originCount{},
 		events: int64(len(pl.waves) + len(pl.storms) + len(pl.publishes)),
 	}

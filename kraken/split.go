@@ -43,7 +43,8 @@ type assignment struct {
 	Resolver   string              `json:"resolver,omitempty"`
 	PublishURL string              `json:"publish_url,omitempty"`
 	APIKey     string              `json:"api_key,omitempty"`
-	Tokens     [][3]string         `json:"tokens"` // by tenant, then priority rank
+	Tokens     [][3]string         `json:"tokens"`       // by tenant, then priority rank
+	CA         []byte              `json:"ca,omitempty"` // Config.CAFile's PEM
 	Sources    string              `json:"sources"`
 	Pollers    int                 `json:"pollers"`
 	Dialers    int                 `json:"dialers"`

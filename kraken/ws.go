@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -65,6 +66,8 @@ type endpoint struct {
 	host string // the Host header (WebSocket), the authority (gRPC)
 	path string // WebSocket only
 	grpc bool   // a gRPC target
+	tls  bool   // wss, grpcs
+	name string // the URL's host: the TLS server name
 }
 
 func newEngine(pollers, dialers int) (*engine, error) {
@@ -136,15 +139,13 @@ func (e *engine) dial(j dialJob) {
 		return
 	}
 	j.dev.connected(j.gen)
-	var key [16]byte
-	for i := range key {
-		key[i] = byte(rand.Uint32())
+	if ep.tls {
+		e.dialWSS(ctx, j, ep, nc)
+		return
 	}
-	k := base64.StdEncoding.EncodeToString(key[:])
-	req := "GET " + ep.path + " HTTP/1.1\r\nHost: " + ep.host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: " + k + "\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n\r\n"
+	k, req := upgradeRequest(ep)
 	_ = nc.SetWriteDeadline(time.Now().Add(j.timeout))
-	if _, err := nc.Write([]byte(req)); err != nil {
+	if _, err := nc.Write(req); err != nil {
 		nc.Close()
 		j.dev.dialFailed(j.gen, "write")
 		return
@@ -170,6 +171,44 @@ func (e *engine) dial(j dialJob) {
 	}
 }
 
+// dialWSS makes the TLS handshake on nc, sends the upgrade request over
+// it and starts the goroutine that reads the connection (the poller
+// cannot drive crypto/tls).
+func (e *engine) dialWSS(ctx context.Context, j dialJob, ep endpoint, nc net.Conn) {
+	tc, reason := j.dev.r.handshake(ctx, j.dev, ep, nc)
+	if tc == nil {
+		j.dev.dialFailed(j.gen, reason)
+		return
+	}
+	k, req := upgradeRequest(ep)
+	_ = tc.SetWriteDeadline(time.Now().Add(j.timeout))
+	if _, err := tc.Write(req); err != nil {
+		_ = nc.Close()
+		j.dev.dialFailed(j.gen, "write")
+		return
+	}
+	_ = tc.SetWriteDeadline(time.Time{})
+	w := &wsConn{tc: tc, dev: j.dev, accept: acceptKey(k)}
+	if !j.dev.attach(j.gen, w) {
+		_ = nc.Close()
+		return
+	}
+	go w.readTLS()
+}
+
+// upgradeRequest returns a fresh Sec-WebSocket-Key and the upgrade
+// request to ep with it.
+func upgradeRequest(ep endpoint) (string, []byte) {
+	var key [16]byte
+	for i := range key {
+		key[i] = byte(rand.Uint32())
+	}
+	k := base64.StdEncoding.EncodeToString(key[:])
+	req := "GET " + ep.path + " HTTP/1.1\r\nHost: " + ep.host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: " + k + "\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n\r\n"
+	return k, []byte(req)
+}
+
 func acceptKey(k string) string {
 	h := sha1.Sum([]byte(k + wsGUID))
 	return base64.StdEncoding.EncodeToString(h[:])
@@ -191,12 +230,14 @@ func dialReason(err error) string {
 	return "dial_error"
 }
 
-// wsConn is the client side of one WebSocket on the poller. Its parser
-// state is touched only by the poller goroutine of its socket (onData,
-// onClose); send may be called from anywhere (nbio's Conn.Write is safe
-// for concurrent use).
+// wsConn is the client side of one WebSocket: on the poller (nc), or
+// over TLS (tc) read by a goroutine of its own (readTLS). Its parser
+// state is touched only by the goroutine that reads its socket (onData,
+// onClose); sendFrame may be called from anywhere (nbio's Conn.Write and
+// crypto/tls's are safe for concurrent use).
 type wsConn struct {
 	nc     *nbio.Conn
+	tc     *tls.Conn
 	dev    *device
 	accept string // the Sec-WebSocket-Accept the server must answer
 	open   bool   // upgraded
@@ -245,8 +286,38 @@ func (w *wsConn) write(op byte, payload []byte) error {
 	for i, b := range payload {
 		hdr = append(hdr, b^mask[i&3])
 	}
+	if w.tc != nil {
+		_, err := w.tc.Write(hdr)
+		return err
+	}
 	_, err := w.nc.Write(hdr)
 	return err
+}
+
+// readTLS reads a wss connection until it ends.
+func (w *wsConn) readTLS() {
+	buf := make([]byte, 4<<10)
+	for {
+		n, err := w.tc.Read(buf)
+		if n > 0 {
+			w.onData(buf[:n])
+		}
+		if err != nil {
+			w.onClose(err)
+			return
+		}
+	}
+}
+
+// shut closes the socket: through the poller (nbclose: a close from here
+// could let a stale event cut the next device's fresh connection), or the
+// TCP connection under TLS (no close_notify: as a drop).
+func (w *wsConn) shut() {
+	if w.tc != nil {
+		_ = w.tc.NetConn().Close()
+		return
+	}
+	_ = nbclose.Close(w.nc)
 }
 
 // close sends a close frame with code and closes the socket.
@@ -257,13 +328,11 @@ func (w *wsConn) close(code wire.CloseCode) {
 	var p [2]byte
 	binary.BigEndian.PutUint16(p[:], uint16(code))
 	_ = w.write(0x8, p[:])
-	_ = nbclose.Close(w.nc)
+	w.shut()
 }
 
-// cut closes the socket without a frame, as a network drop would. Both
-// close through the poller (nbclose: a close from here could let a stale
-// event cut the next device's fresh connection).
-func (w *wsConn) cut() { _ = nbclose.Close(w.nc) }
+// cut closes the socket without a frame, as a network drop would.
+func (w *wsConn) cut() { w.shut() }
 
 // onData parses what the poller read.
 func (w *wsConn) onData(data []byte) {

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # bench/kraken/held.sh: kraken's memory per held WebSocket session (issue 14,
-# target <= 4 KiB of RSS per held session in the kraken process).
+# target <= 4 KiB of RSS per held session in the kraken process), or per
+# held gRPC device with -protocol grpc (an HTTP/2 connection and a Connect
+# stream each).
 #
-#   bash bench/kraken/held.sh [-n 19000] [-hold 20s]
+#   bash bench/kraken/held.sh [-n 19000] [-hold 20s] [-protocol websocket|grpc] [-tls]
+#
+# -tls serves the hub's listeners over TLS (a self-signed certificate for
+# 127.0.1.1 made with openssl, given to kraken with --ca-file): wss or
+# grpcs sessions.
 #
 # One hub process (memory history, pings every 10 min) on 127.0.1.1; then
 # `corral kraken run` twice with a scenario that holds its devices for
@@ -22,11 +28,13 @@ cd "$(dirname "$0")/../.."
 N=19000
 HOLD=20s
 PROTOCOL=websocket
+TLS=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-n) N=$2; shift 2 ;;
 	-hold) HOLD=$2; shift 2 ;;
 	-protocol) PROTOCOL=$2; shift 2 ;;
+	-tls) TLS=1; shift ;;
 	*) echo "unknown flag $1" >&2; exit 2 ;;
 	esac
 done
@@ -44,6 +52,14 @@ websocket) TARGET="ws://$ADDR/v1/ws" GRPC_LISTEN='""' ;;
 grpc) TARGET="grpc://$GRPC" GRPC_LISTEN=$GRPC ;;
 *) echo "-protocol: websocket or grpc" >&2; exit 2 ;;
 esac
+TLS_YAML= CA_FLAG=
+if [ -n "$TLS" ]; then
+	TARGET=${TARGET/ws:/wss:}; TARGET=${TARGET/grpc:/grpcs:}
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.1.1 \
+		-addext subjectAltName=IP:127.0.1.1 -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+	TLS_YAML="tls: {cert_file: $work/cert.pem, key_file: $work/key.pem}"
+	CA_FLAG="--ca-file $work/cert.pem"
+fi
 cat >"$work/hub.yaml" <<YAML
 listen: $ADDR
 grpc_listen: $GRPC_LISTEN
@@ -54,6 +70,7 @@ auth:
 session:
   handshake_timeout: 60s
   ping_interval: 10m
+$TLS_YAML
 YAML
 
 rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
@@ -84,7 +101,7 @@ client:
   backoff: {policy: full, base: 100ms, cap: 5s}
   connect_timeout: 60s
 YAML
-	"$work/corral" kraken run "$work/hold.yaml" --target "$TARGET" \
+	"$work/corral" kraken run "$work/hold.yaml" --target "$TARGET" $CA_FLAG \
 		--secret-env KRAKEN_BENCH_SECRET --out "$work/result.$n.json" 2>"$work/kraken.$n.log" &
 	local k=$!
 	for _ in $(seq 1200); do
@@ -102,8 +119,8 @@ YAML
 k1=$(hold 1)
 kn=$(hold "$N")
 hub_n=$(awk '{print $2}' "$work/hub.$N")
-awk -v p="$PROTOCOL" -v n="$N" -v k1="$k1" -v kn="$kn" -v hb="$hub_base" -v hn="$hub_n" 'BEGIN {
-	printf "protocol %s\n", p
+awk -v p="$PROTOCOL" -v t="${TLS:+ over TLS}" -v n="$N" -v k1="$k1" -v kn="$kn" -v hb="$hub_base" -v hn="$hub_n" 'BEGIN {
+	printf "protocol %s%s\n", p, t
 	printf "kraken: %d sessions held, RSS %.1f MiB (1 session: %.1f MiB): %.2f KiB per held session\n", n, kn/1048576, k1/1048576, (kn-k1)/(n-1)/1024
 	printf "hub:    RSS %.1f MiB (before: %.1f MiB): %.2f KiB per session\n", hn/1048576, hb/1048576, (hn-hb)/n/1024
 }'

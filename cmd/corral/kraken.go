@@ -32,6 +32,7 @@ type krakenFlags struct {
 	secretEnv string
 	kid       string
 	sources   string
+	caFile    string
 	drainPIDs []int
 	origins   []string
 	regions   []string
@@ -99,7 +100,8 @@ result (documented in kraken/README.md) to stdout, or to --out FILE;
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringArrayVar(&f.targets, "target", nil, "ws:// URL of the fleet (repeatable; overrides the scenario's target.urls); a host name stands for every address it resolves to")
+	fl.StringArrayVar(&f.targets, "target", nil, "ws:// or wss:// URL of the fleet, grpc:// or grpcs:// for gRPC devices (repeatable; overrides the scenario's target.urls); a host name stands for every address it resolves to")
+	fl.StringVar(&f.caFile, "ca-file", "", "PEM file of the CAs wss:// and grpcs:// targets' certificates chain to (default: the system roots)")
 	fl.StringVar(&f.resolver, "resolver", "", "ip:port of the DNS server resolving target names (default: the scenario's target.resolver, else the system resolver)")
 	fl.StringVar(&f.publish, "publish", "", "http://host:port of a hub's publish API (needed by traffic.publish)")
 	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the publish API key")
@@ -181,7 +183,7 @@ func runKraken(ctx context.Context, g *globals, path string, f krakenFlags) erro
 	// carries the result.
 	nbiologging.SetLogger(nbioLog{log: log})
 	cfg := kraken.Config{
-		Targets: f.targets, Resolver: f.resolver, PublishURL: f.publish,
+		Targets: f.targets, Resolver: f.resolver, PublishURL: f.publish, CAFile: f.caFile,
 		Progress: g.stderr, ProgressEvery: f.every, Logger: log,
 	}
 	cfg.Live = !f.plain && isTerminal(g.stderr)
