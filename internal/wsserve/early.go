@@ -2,7 +2,6 @@ package wsserve
 
 import (
 	"sync"
-	"unsafe"
 
 	nbws "github.com/lesismal/nbio/nbhttp/websocket"
 )
@@ -16,9 +15,19 @@ import (
 // OnOpen: it follows the frames (frameTrack) and holds the messages, which
 // OnOpen handles, in order, before it sets the session. Its methods are
 // safe for concurrent use.
+//
+// The sessions themselves are published in live, not read back from nbio:
+// nbio's SessionWithLock reads the session outside the connection's lock
+// (the lock guards only the blocking mode's channel), so a read on the
+// poller racing with SetSession on a worker is a data race. Such a read
+// once saw half of the interface, the new type with a nil pointer (an edge
+// under a herd crashed calling Conn() on it), and -race caught it again in
+// the hub's tests (an unsafe check of the interface's data word narrowed
+// the crash but not the race).
 type early struct {
-	mu sync.Mutex
-	m  map[*nbws.Conn]*earlyConn
+	mu   sync.Mutex
+	m    map[*nbws.Conn]*earlyConn
+	live sync.Map // *nbws.Conn -> Session: set by open, dropped by end
 }
 
 // earlyConn is what early holds for one connection.
@@ -44,38 +53,23 @@ func (e *early) entry(c *nbws.Conn) *earlyConn {
 	return ec
 }
 
-// wholeSession returns c's session read without e.mu, and whether it is
-// whole. nbio's SessionWithLock reads the session outside the
-// connection's lock (the lock guards only the blocking mode's channel), so
-// a read racing with open's SetSession can see half of the interface: the
-// new type with a nil pointer (an edge under a herd crashed on it, its
-// Conn() called on that nil). Such a read, like one that finds no session,
-// must be repeated under e.mu, which SetSession is called under.
-func wholeSession(c *nbws.Conn) (Session, bool) {
-	s, ok := c.SessionWithLock().(Session)
-	return s, ok && (*[2]unsafe.Pointer)(unsafe.Pointer(&s))[1] != nil // the interface's data word
-}
-
 // session returns c's session, false before open has set it.
 func (e *early) session(c *nbws.Conn) (Session, bool) {
-	if s, ok := wholeSession(c); ok {
-		return s, true
+	if v, ok := e.live.Load(c); ok {
+		return v.(Session), true
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s, ok := c.SessionWithLock().(Session)
-	return s, ok
+	return nil, false
 }
 
 // feed follows data read from c, from the session's tracker when the
 // session is set and from an early one otherwise.
 func (e *early) feed(c *nbws.Conn, data []byte) (Session, frameVerdict) {
-	if s, ok := wholeSession(c); ok {
+	if s, ok := e.session(c); ok {
 		return s, s.Conn().frames.feed(data)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if s, ok := c.SessionWithLock().(Session); ok { // set meanwhile
+	if s, ok := e.session(c); ok { // set meanwhile
 		return s, s.Conn().frames.feed(data)
 	}
 	if v := e.entry(c).frames.feed(data); v != frameOK {
@@ -89,7 +83,7 @@ func (e *early) feed(c *nbws.Conn, data []byte) (Session, frameVerdict) {
 func (e *early) hold(c *nbws.Conn, binary bool, data []byte) Session {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if s, ok := c.SessionWithLock().(Session); ok {
+	if s, ok := e.session(c); ok {
 		return s
 	}
 	ec := e.entry(c)
@@ -108,7 +102,7 @@ func (e *early) open(c *nbws.Conn, s Session) ([]heldMessage, frameVerdict) {
 	defer e.mu.Unlock()
 	ec := e.m[c]
 	if ec == nil {
-		c.SetSession(s)
+		e.set(c, s)
 		return nil, frameOK
 	}
 	if held := ec.held; len(held) > 0 {
@@ -122,8 +116,14 @@ func (e *early) open(c *nbws.Conn, s Session) ([]heldMessage, frameVerdict) {
 	// the poller's write of a violation, caught by -race in CI).
 	v := conn.frames.failed()
 	delete(e.m, c)
-	c.SetSession(s)
+	e.set(c, s)
 	return nil, v
+}
+
+// set publishes c's session; e.mu is held.
+func (e *early) set(c *nbws.Conn, s Session) {
+	e.live.Store(c, s)
+	c.SetSession(s)
 }
 
 // forget drops c's early entry.
@@ -131,4 +131,15 @@ func (e *early) forget(c *nbws.Conn) {
 	e.mu.Lock()
 	delete(e.m, c)
 	e.mu.Unlock()
+}
+
+// end drops everything held for c, which has closed, and returns its
+// session if it had one.
+func (e *early) end(c *nbws.Conn) (Session, bool) {
+	e.forget(c)
+	v, ok := e.live.LoadAndDelete(c)
+	if !ok {
+		return nil, false
+	}
+	return v.(Session), true
 }

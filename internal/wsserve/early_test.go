@@ -24,7 +24,7 @@ func TestWSEarlyMessagesHeld(t *testing.T) {
 	if len(held) != 2 || string(held[0].data) != "hello" || !held[0].binary || string(held[1].data) != "second" || v != frameOK {
 		t.Fatalf("first open: %+v %v, want hello then second", held, v)
 	}
-	if _, ok := c.SessionWithLock().(*testSession); ok {
+	if _, ok := e.session(c); ok {
 		t.Fatal("session set while messages were held")
 	}
 	_ = e.hold(c, true, []byte("third")) // read while the first two are handled
@@ -34,7 +34,7 @@ func TestWSEarlyMessagesHeld(t *testing.T) {
 	if held, v = e.open(c, s); len(held) != 0 || v != frameOK {
 		t.Fatalf("last open: %+v %v, want nothing held", held, v)
 	}
-	if got, _ := c.SessionWithLock().(*testSession); got != s {
+	if got, _ := e.session(c); got != Session(s) {
 		t.Fatal("session not set by the last open")
 	}
 	if len(e.m) != 0 {
@@ -42,6 +42,12 @@ func TestWSEarlyMessagesHeld(t *testing.T) {
 	}
 	if got := e.hold(c, true, []byte("live")); got != Session(s) {
 		t.Fatal("hold after open did not return the session")
+	}
+	if got, ok := e.end(c); !ok || got != Session(s) {
+		t.Fatal("end did not return the session")
+	}
+	if _, ok := e.session(c); ok {
+		t.Fatal("session kept after end: every closed connection's entry would leak")
 	}
 }
 

@@ -298,7 +298,7 @@ func (s *Server) onOpen(c *nbws.Conn) {
 // onMessage is nbio's message handler. A message read before onOpen has
 // set the session is held for it (early).
 func (s *Server) onMessage(c *nbws.Conn, mt nbws.MessageType, data []byte) {
-	sess, ok := wholeSession(c)
+	sess, ok := s.early.session(c)
 	if !ok {
 		if sess = s.early.hold(c, mt == nbws.BinaryMessage, data); sess == nil {
 			return
@@ -322,8 +322,7 @@ func (s *Server) onCloseFrame(c *nbws.Conn, code int, text string) {
 
 // onClose runs when the connection has ended.
 func (s *Server) onClose(c *nbws.Conn, err error) {
-	s.early.forget(c)
-	sess, ok := s.early.session(c)
+	sess, ok := s.early.end(c)
 	if !ok {
 		return
 	}
