@@ -21,8 +21,10 @@ import (
 // the scenario. The zero value is not valid (a run needs Targets and
 // Token); DefaultConfig fills the rest.
 type Config struct {
-	// Targets are the WebSocket URLs of the fleet (ws://host:port/path,
-	// no path: /v1/ws). A host that is a name stands for every address it
+	// Targets are the URLs of the fleet: ws://host:port/path (no path:
+	// /v1/ws; wss:// over TLS) for WebSocket devices, grpc://host:port
+	// (grpcs:// over TLS) for gRPC devices, as population.protocol says.
+	// A host that is a name stands for every address it
 	// resolves to, resolved again before every attempt (as package client
 	// does); each attempt goes to one of them, uniformly at random.
 	Targets []string
@@ -154,7 +156,7 @@ func (c Config) Validate() error { return c.validate(true) }
 func (c Config) validate(targets bool) error {
 	var errs []error
 	if len(c.Targets) == 0 && len(c.Regions) == 0 {
-		errs = append(errs, errors.New("kraken: no target: give at least one ws:// URL (--target, or target.urls in the scenario)"))
+		errs = append(errs, errors.New("kraken: no target: give at least one ws:// or grpc:// URL (--target, or target.urls in the scenario)"))
 	}
 	for _, t := range c.Targets {
 		if _, err := parseTarget(t); err != nil && targets {

@@ -3,6 +3,8 @@ package kraken
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -48,10 +50,22 @@ type pubJob struct {
 	ch     int
 }
 
+// publishClient is the publishers' HTTP client: an https:// publish URL
+// is checked against roots (Config.CAFile's CAs; nil: the system's).
+func publishClient(roots *x509.CertPool) *http.Client {
+	c := &http.Client{Timeout: 10 * time.Second}
+	if roots != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+		c.Transport = tr
+	}
+	return c
+}
+
 func newPublisher(r *runner) *publisher {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &publisher{
-		r: r, client: &http.Client{Timeout: 10 * time.Second}, url: strings.TrimSuffix(r.cfg.PublishURL, "/") + "/v1/publish",
+		r: r, client: publishClient(r.roots), url: strings.TrimSuffix(r.cfg.PublishURL, "/") + "/v1/publish",
 		jobs: make(chan pubJob, 1024), ctx: ctx, cancel: cancel, logs: map[string]*chanLog{},
 	}
 	for range publishWorkers {
