@@ -312,8 +312,16 @@ type LimiterConfig struct {
 	Reserve Reserve `yaml:"reserve"`
 	// Queue is the waiting room of AcquireOrWait; none by default.
 	Queue QueueConfig `yaml:"queue"`
-	// Retry shapes the hints of RetryAfter (min 1 s, max 5 min, spread 1).
+	// Retry shapes the hints of RetryAfter (min 1 s, max 5 min, spread
+	// 0.1: the virtual queue's places spread a refused herd already).
 	Retry RetryConfig `yaml:"retry"`
+	// ClientSpread is the jitter the clients add above a hint, as a share
+	// of it: corral's clients (package backoff's HintDelay) come back
+	// uniformly within [h, 2h], ClientSpread 1, the default; negative:
+	// clients that come back at the hint exactly. RetryAfter hands out
+	// the places of its virtual queue faster by that much, so the
+	// refused come back at the node's rate.
+	ClientSpread float64 `yaml:"client_spread"`
 	// Rand is the random source of RetryAfter's jitter. Nil means an
 	// internal SplitMix64 seeded with Seed.
 	Rand rand.Source `yaml:"-"`
@@ -388,7 +396,9 @@ func (c LimiterConfig) withDefaults() (LimiterConfig, error) {
 	def(&c.FlushInterval, 20*time.Millisecond)
 	def(&c.SamplesPerFlush, 64)
 	c.Reserve = c.Reserve.withDefaults()
+	def(&c.Retry.Spread, 0.1)
 	c.Retry = c.Retry.withDefaults()
+	def(&c.ClientSpread, 1)
 	if c.Queue.MaxWait > 0 {
 		def(&c.Queue.Max, 10_000)
 	}

@@ -239,15 +239,19 @@ func (l *Limiter) Waiting() int {
 
 // RetryAfter returns the jittered retry hint for work of priority p the
 // Limiter refused now, and takes a place in the virtual queue of refused
-// work: the requests waiting in the room at p or a higher priority, plus
-// the places earlier refusals were promised that the node has not had
-// time to serve yet, over the node's capacity (capacity: the measured
-// admission rate, or the limit over the ideal latency if higher), plus
-// Retry.Min, at most Retry.Max, spread uniformly over [e, e x (1 +
-// Spread)). The k-th device of a herd refused at once is told to come back
-// k admissions later than the first, so the herd returns at about the
-// rate the node admits, not in a second burst, and is not told to wait
-// longer than the node needs. Without a waiting room it is Retry.Min.
+// work: the requests of a higher priority waiting in the room (at most
+// Queue.MaxWait's worth: the rest will expire and take places of their
+// own, as p's own waiting requests do if they are not served), plus the places earlier refusals were promised that the
+// node has not had time to serve yet, over the node's capacity (capacity: the measured
+// admission rate, or the limit over the ideal latency if higher; the
+// promised places at that rate raised by the clients' own spread,
+// ClientSpread), plus Retry.Min, at most Retry.Max, spread uniformly over
+// [e, e x (1 + Spread)) (Spread 0.1 for a Limiter: the places spread a
+// herd already; the spread breaks ties between nodes). The k-th device of
+// a herd refused at once is told to come back k places later than the
+// first, so the herd returns at about the rate the node admits, not in a
+// second burst, and is not told to wait longer than the node needs.
+// Without a waiting room it is Retry.Min.
 func (l *Limiter) RetryAfter(p Priority) time.Duration {
 	lo, hi := l.retryRange(p, true)
 	return lo + time.Duration(l.rnd.float64()*float64(hi-lo))
@@ -265,13 +269,22 @@ func (l *Limiter) retryRange(p Priority, take bool) (lo, hi time.Duration) {
 	est := rc.Min
 	if r := l.room; r != nil {
 		c := l.capacity()
+		// Promised places are handed out faster than the node serves,
+		// by the spread the clients add above a hint: a client told h
+		// comes back uniformly within [h, (1 + j) h], so devices told
+		// k/r (k = 1, 2, ...) arrive at r ln(1 + j) / j a second; at
+		// r = c j / ln(1 + j) they arrive at the node's rate c (1.44 c for
+		// corral's clients, j = 1).
+		rate := c
+		if j := l.cfg.ClientSpread; j > 0 {
+			rate = c * j / math.Log1p(j)
+		}
 		now := l.nowNs()
 		r.mu.Lock()
-		// The node serves c places a second, the waiting requests first
-		// (they are in the room), then the promised ones, highest
-		// priority first.
+		// The node serves the waiting requests first (they are in the
+		// room), then the promised places, highest priority first.
 		if dt := time.Duration(now - r.promisedAt).Seconds(); dt > 0 && c > 0 {
-			served := c * dt
+			served := rate * dt
 			for q := range r.promised {
 				d := min(served, r.promised[q])
 				r.promised[q] -= d
@@ -279,18 +292,24 @@ func (l *Limiter) retryRange(p Priority, take bool) (lo, hi time.Duration) {
 			}
 		}
 		r.promisedAt = now
-		ahead := float64(r.ahead(p))
+		// Requests of p's own priority waiting now are served within
+		// MaxWait or expire into places of their own (promised); the
+		// refused one comes back behind the higher priorities waiting.
+		waiting, promised := float64(r.ahead(p)-r.fifo[p].Len()), 0.0
 		for q := P0; q <= p; q++ {
-			ahead += r.promised[q]
+			promised += r.promised[q]
 		}
 		if take {
 			r.promised[p]++
 		}
 		r.mu.Unlock()
 		switch {
-		case ahead > 0 && c > 0:
-			est += time.Duration(ahead / c * float64(time.Second))
-		case ahead > 0:
+		case c > 0:
+			// Of those, the node serves at most MaxWait's worth before
+			// the rest expire (and take places of their own).
+			wait := min(waiting/c, l.cfg.Queue.MaxWait.Seconds())
+			est += time.Duration((wait + promised/rate) * float64(time.Second))
+		case waiting+promised > 0:
 			est += l.cfg.Queue.MaxWait
 		}
 	}
