@@ -423,8 +423,16 @@ func (l *Limiter) flushLocked(now int64) {
 	elapsed := time.Duration(now - l.lastNs)
 	l.lastNs = now
 	if elapsed > 0 {
-		d := halfLife(elapsed)
-		inst := float64(acquired) / elapsed.Seconds()
+		d, span := halfLife(elapsed), elapsed
+		if elapsed > 4*l.cfg.FlushInterval {
+			// The Limiter was idle: the flush comes with the first
+			// timed release after the gap, so the acquisitions counted
+			// came within about one interval, not over the gap (over
+			// the gap, a herd's first flush read 2 a second and its
+			// hints were minutes long).
+			d, span = 0, l.cfg.FlushInterval
+		}
+		inst := float64(acquired) / span.Seconds()
 		l.rate.Store(math.Float64bits(l.Rate()*d + inst*(1-d)))
 	}
 	if !l.cfg.TimeEvery {

@@ -142,14 +142,17 @@ func (l *Limiter) AcquireOrWait(p Priority, done func(tok Token, ok bool)) (Toke
 }
 
 // capacity is the node's admissions per second as the waiting room
-// estimates them: the larger of the measured rate (Rate) and the limit
-// over the ideal latency the Limit measured (Little's law at the knee),
-// which is known from the first windows, while the rate needs a second of
-// traffic to build up after an idle spell. Zero when neither is known.
+// estimates them: the largest of the measured rate (Rate) and the limit
+// over the ideal latency, or over the last window's latency, the Limit
+// measured (Little's law), known from the first windows. Zero when none
+// is known.
 func (l *Limiter) capacity() float64 {
 	c := l.Rate()
-	if st := l.lim.Stats(); st.IdealRTT > 0 {
-		c = max(c, float64(l.Limit())/st.IdealRTT.Seconds())
+	st := l.lim.Stats()
+	for _, rtt := range []time.Duration{st.IdealRTT, st.RTT} {
+		if rtt > 0 {
+			c = max(c, float64(l.Limit())/rtt.Seconds())
+		}
 	}
 	return c
 }

@@ -387,3 +387,34 @@ func TestRefusedHerdIsSpacedByTheVirtualQueue(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestRateAfterAnIdleSpell: the first flushes of a herd that follows ten
+// idle seconds read the herd's rate, not its admissions spread over the
+// idle gap (which made a fresh edge's first hints minutes long).
+func TestRateAfterAnIdleSpell(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Second})
+		time.Sleep(10 * time.Second)
+		stop := time.Now().Add(200 * time.Millisecond)
+		var worker func(tok Token, ok bool)
+		worker = func(tok Token, ok bool) {
+			time.Sleep(10 * time.Millisecond)
+			tok.Success()
+			if time.Now().Before(stop) {
+				if tok, w := l.AcquireOrWait(P0, worker); w == Acquired {
+					go worker(tok, true)
+				}
+			}
+		}
+		for range 10 {
+			tok, _ := l.AcquireOrWait(P0, nil)
+			go worker(tok, true)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if r := l.Rate(); r < 500 || r > 2000 {
+			t.Errorf("rate %.0f/s 100 ms into a herd of 1,000/s after 10 s idle; want about 1,000", r)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+	})
+}
