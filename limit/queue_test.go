@@ -237,37 +237,46 @@ func TestWaitingRoomTakesAHerd(t *testing.T) {
 	})
 }
 
+// closedLoop starts n P0 workers on l, each holding its slot for hold and
+// acquiring the next at once (n / hold admissions a second), and returns
+// the function that stops them.
+func closedLoop(t *testing.T, l *Limiter, n int, hold time.Duration) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var worker func(tok Token, ok bool)
+	worker = func(tok Token, ok bool) {
+		if !ok {
+			return
+		}
+		time.Sleep(hold)
+		tok.Success()
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if tok, w := l.AcquireOrWait(P0, worker); w == Acquired {
+			go worker(tok, true)
+		}
+	}
+	for range n {
+		tok, w := l.AcquireOrWait(P0, nil)
+		if w != Acquired {
+			t.Fatalf("worker: %v", w)
+		}
+		go worker(tok, true)
+	}
+	return func() { close(done) }
+}
+
 // TestRetryAfterIsSizedByTheBacklog: a request refused behind a queue
 // the node takes seconds to serve is told to come back after about that
 // long, not after Retry.Min.
 func TestRetryAfterIsSizedByTheBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Minute, Max: 100_000})
-		stop := make(chan struct{})
-		var worker func(tok Token, ok bool)
-		worker = func(tok Token, ok bool) {
-			if !ok {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-			tok.Success()
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if tok, w := l.AcquireOrWait(P0, worker); w == Acquired {
-				go worker(tok, true)
-			}
-		}
 		// Ten closed-loop P0 workers: 1,000 admissions a second.
-		for range 10 {
-			tok, w := l.AcquireOrWait(P0, nil)
-			if w != Acquired {
-				t.Fatalf("worker: %v", w)
-			}
-			go worker(tok, true)
-		}
+		stop := closedLoop(t, l, 10, 10*time.Millisecond)
 		time.Sleep(3 * time.Second)
 		// 4,000 P1 requests arrive behind them: 4 s of work at that rate.
 		for range 4000 {
@@ -282,7 +291,7 @@ func TestRetryAfterIsSizedByTheBacklog(t *testing.T) {
 		if lo0, _ := l.RetryRange(P0); lo0 > 1500*time.Millisecond {
 			t.Errorf("P0's hint starts at %v with at most a few P0 waiting, want about Retry.Min", lo0)
 		}
-		close(stop)
+		stop()
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
 	})
@@ -346,24 +355,7 @@ func TestWaitingRoomRace(t *testing.T) {
 func TestRefusedHerdIsSpacedByTheVirtualQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Minute})
-		stop := make(chan struct{})
-		var worker func(tok Token, ok bool)
-		worker = func(tok Token, ok bool) {
-			time.Sleep(10 * time.Millisecond)
-			tok.Success()
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if tok, w := l.AcquireOrWait(P0, worker); w == Acquired {
-				go worker(tok, true)
-			}
-		}
-		for range 10 {
-			tok, _ := l.AcquireOrWait(P0, nil)
-			go worker(tok, true)
-		}
+		stop := closedLoop(t, l, 10, 10*time.Millisecond)
 		time.Sleep(3 * time.Second)
 		first, _ := l.RetryRange(P2)
 		for range 1000 {
@@ -382,7 +374,7 @@ func TestRefusedHerdIsSpacedByTheVirtualQueue(t *testing.T) {
 		if again, _ := l.RetryRange(P2); again > first+100*time.Millisecond {
 			t.Errorf("2 s later the hint still starts at %v (first %v): the places did not drain", again, first)
 		}
-		close(stop)
+		stop()
 		time.Sleep(time.Second)
 		synctest.Wait()
 	})
@@ -395,25 +387,12 @@ func TestRateAfterAnIdleSpell(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Second})
 		time.Sleep(10 * time.Second)
-		stop := time.Now().Add(200 * time.Millisecond)
-		var worker func(tok Token, ok bool)
-		worker = func(tok Token, ok bool) {
-			time.Sleep(10 * time.Millisecond)
-			tok.Success()
-			if time.Now().Before(stop) {
-				if tok, w := l.AcquireOrWait(P0, worker); w == Acquired {
-					go worker(tok, true)
-				}
-			}
-		}
-		for range 10 {
-			tok, _ := l.AcquireOrWait(P0, nil)
-			go worker(tok, true)
-		}
+		stop := closedLoop(t, l, 10, 10*time.Millisecond)
 		time.Sleep(100 * time.Millisecond)
 		if r := l.Rate(); r < 500 || r > 2000 {
 			t.Errorf("rate %.0f/s 100 ms into a herd of 1,000/s after 10 s idle; want about 1,000", r)
 		}
+		stop()
 		time.Sleep(time.Second)
 		synctest.Wait()
 	})
