@@ -41,8 +41,8 @@
 # what the collector costs.
 #
 # TLS_CPUPROFILE=DIR saves the edge's CPU profile of each turn
-# (DIR/full-1.prof, ...) with its binary (DIR/corral), for
-# `go tool pprof DIR/corral DIR/full-1.prof`.
+# (DIR/full-1.prof, ...) and the clients' (DIR/tlsload-full-1.prof, ...)
+# with the binaries, for `go tool pprof DIR/corral DIR/full-1.prof`.
 #
 # Needs: Go, curl, openssl, taskset, two CPUs (0 for the edge, 1 for the
 # clients). Run it on a quiet machine: nothing else on either CPU.
@@ -76,7 +76,7 @@ go build -o "$work/tlsload" ./bench/edge/tlsload
 go test -c -o "$work/tlsconf.test" ./internal/tlsconf
 if [ -n "${TLS_CPUPROFILE:-}" ]; then
 	mkdir -p "$TLS_CPUPROFILE"
-	cp "$work/corral" "$TLS_CPUPROFILE/corral"
+	cp "$work/corral" "$work/tlsload" "$TLS_CPUPROFILE/"
 fi
 
 EDGE=127.0.0.1:7490
@@ -142,12 +142,14 @@ for run in $(seq "$RUNS"); do
 				"http://$EDGE_ADMIN/debug/pprof/profile?seconds=$secs" ) &
 			prof=$!
 		fi
-		line=$(taskset -c 1 "$work/tlsload" -addr "$EDGE" -mode "$mode" -conc "$CONC" -d "$DUR" -warmup "$WARMUP" -server-pid "$epid")
+		cprof=()
+		[ -n "${TLS_CPUPROFILE:-}" ] && cprof=(-cpuprofile "$TLS_CPUPROFILE/tlsload-$mode-$run.prof")
+		line=$(taskset -c 1 "$work/tlsload" -addr "$EDGE" -mode "$mode" -conc "$CONC" -d "$DUR" -warmup "$WARMUP" -server-pid "$epid" "${cprof[@]}")
 		[ -n "$prof" ] && wait "$prof"
 		after=$(metric "corral_edge_tls_handshakes_total{kind=\"$kind\"}")
 		us=$(field "$line" server_us_per_hs)
 		echo "$us" >>"$work/$mode"
-		printf '%s run %d: %s handshakes/s; edge CPU %s us per handshake (%.0f/s on one core; %.0f %% of it in the kernel), its core %.0f %% busy; clients %s us per handshake, core 1 %.0f %% busy (%s of %s resumed, %s errors; the edge counted %s %s handshakes over the turn)\n' \
+		printf '%s run %d: %s handshakes/s; edge CPU %s us per handshake (%.0f/s on one core; %.0f %% of it in the kernel), %.0f %% of its core used; clients %s us per handshake, %.0f %% of core 1 used (%s of %s resumed, %s errors; the edge counted %s %s handshakes over the turn)\n' \
 			"$mode" "$run" "$(field "$line" rate)" "$us" "$(calc "1e6 / $us")" \
 			"$(calc "$(field "$line" server_sys_s) / $(field "$line" server_cpu_s) * 100")" \
 			"$(calc "$(field "$line" server_busy) * 100")" "$(field "$line" client_us_per_hs)" \

@@ -1,13 +1,14 @@
 // Command tlsload drives TLS handshakes against a server for
 // bench/edge/tls.sh: -conc workers each dial, run one TLS 1.3 handshake
-// and close (close_notify, then read to the server's close), over and over, and after -warmup it
-// counts the handshakes of a -d window. With -server-pid it reads the
+// and close (close_notify, then read to the server's close), over and
+// over, and after -warmup it counts the handshakes of a -d window. With -server-pid it reads the
 // server process's own CPU accounting (utime+stime of /proc/PID/stat) at
 // the window's two ends, and prints the server's CPU per handshake beside
 // its own (getrusage): the figure of issue 12 is the server's.
 //
 //	tlsload -addr 127.0.0.1:7490 -mode full -conc 16 -d 10s -server-pid PID
 //	tlsload -addr 127.0.0.1:7490 -mode resumed ...   # each worker resumes its own ticket
+//	tlsload ... -cpuprofile FILE                       # its own CPU profile of the window
 //
 // Every handshake must negotiate TLS 1.3 and -group (X25519MLKEM768 by
 // default, what BenchmarkBound measures); in resumed mode every
@@ -27,6 +28,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +65,7 @@ func run(args []string) error {
 	warmup := fs.Duration("warmup", 2*time.Second, "handshakes before the window, not counted")
 	group := fs.String("group", "X25519MLKEM768", "the key exchange every handshake must negotiate: X25519MLKEM768 or X25519 (also offered alone)")
 	pid := fs.Int("server-pid", 0, "the server process whose CPU time is read at the window's ends (0: none)")
+	cpuprofile := fs.String("cpuprofile", "", "write tlsload's own CPU profile of the window to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -106,12 +109,27 @@ func run(args []string) error {
 		wg.Wait()
 		return err
 	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			cancel()
+			wg.Wait()
+			return err
+		}
+	}
 	cStart := selfCPU()
 	t0 := time.Now()
 	counting.Store(true)
 	time.Sleep(*d)
 	counting.Store(false)
 	wall := time.Since(t0)
+	pprof.StopCPUProfile() // nothing without -cpuprofile
 	sEnd, err := serverCPU(*pid)
 	cEnd := selfCPU()
 	cancel()
