@@ -106,7 +106,7 @@ start_clients() {
 	rm -f "$fifo"; mkfifo "$fifo"
 	local pre=()
 	[ -n "$cpu" ] && pre=(taskset -c "$cpu")
-	"${pre[@]}" "$work/hubload" clients -addr "$ADDR" -n "$n" -first "$first" -token "$TOKEN" -channel "$ch" -lat "$lat" "$@" <"$fifo" >"$work/out.$first" 2>&1 &
+	"${pre[@]}" "$work/hubload" clients -dialer "${HUBLOAD_DIALER:-epoll}" -addr "$ADDR" -n "$n" -first "$first" -token "$TOKEN" -channel "$ch" -lat "$lat" "$@" <"$fifo" >"$work/out.$first" 2>&1 &
 	exec {fd}>"$fifo"
 	eval "fd_$first=$fd"
 }
@@ -180,6 +180,9 @@ upgrades_run() {
 
 # cputicks PID: user+system CPU of a process in clock ticks.
 cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# coreticks: all, idle (with iowait) and softirq ticks of CPU 0 and CPU 1,
+# machine-wide (/proc/stat).
+coreticks() { awk '$1 == "cpu0" || $1 == "cpu1" {a = 0; for (i = 2; i <= 9; i++) a += $i; printf "%d %d %d ", a, $5 + $6, $8}' /proc/stat; }
 
 # versus_turn SERVER RUN: one storm of N sessions against SERVER (hub or
 # centrifugo) pinned to CPU 0 with GOMAXPROCS=1; appends a line to
@@ -197,7 +200,7 @@ versus_turn() {
 		flags=(-server centrifugo -centrifugo-protocol "${CF_PROTOCOL:-protobuf}" -addr "$CF_ADDR")
 	fi
 	sleep 1
-	local c0 c1 prof=
+	local c0 c1 s0 s1 prof=
 	if [ "$srv" = hub ] && [ -n "${HUB_CPUPROFILE:-}" ] && [ "$run" = 1 ]; then
 		curl -s "http://$ADMIN/debug/pprof/profile?seconds=${HUB_CPUPROFILE_SECONDS:-3}" >"$HUB_CPUPROFILE" &
 		prof=$!
@@ -207,20 +210,27 @@ versus_turn() {
 		perf stat -x, -e 'raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,context-switches' -p "$pid" -o "$work/perf.$srv" &
 		perf=$!
 	fi
-	c0=$(cputicks $pid)
+	c0=$(cputicks $pid); s0=$(coreticks)
 	start_clients "$half" 0 bench /dev/null 1 -conc $(( CONC / 2 )) "${flags[@]}"
 	start_clients $(( N - half )) 100000 bench /dev/null 1 -conc $(( CONC - CONC / 2 )) "${flags[@]}"
 	wait_line "$work/out.0" '^ready'; wait_line "$work/out.100000" '^ready'
-	c1=$(cputicks $pid)
-	# ready N failed F elapsed_ms E rate_per_s R lost_hellos L upgrade_p50_ms U welcome_p50_ms W ...
+	c1=$(cputicks $pid); s1=$(coreticks)
+	# ready N failed F elapsed_ms E rate_per_s R lost_hellos L upgrade_p50_ms U welcome_p50_ms W subscribed_p50_ms S cpu_ms C ...
+	# (C: the client process's own CPU at the end of its storm, getrusage;
+	# its share of core 1 says whether the client, not the server, set the pace)
 	cat "$work/out.0" "$work/out.100000" | awk -v srv="$srv" -v run="$run" -v ticks=$(( c1 - c0 )) -v hz="$(getconf CLK_TCK)" -v sum="$work/versus.sum" '
-	/^ready/ { n += $2; failed += $4; if ($6 > e) e = $6; lost += $10; u += $12 / 2; w += $14 / 2 }
+	/^ready/ { n += $2; failed += $4; if ($6 > e) e = $6; lost += $10; u += $12 / 2; w += $14 / 2; kcpu += $18 / 1000 }
 	END {
 		t = e / 1000; cpu = ticks / hz
-		printf "versus %-10s run %s: sessions %d failed %d lost_hellos %d in %.2f s: %.0f sessions/s, cpu %.2f s (%.0f %% of the core), %.3f cpu-s per 1000 sessions, median upgrade %.1f ms, hello->welcome %.1f ms\n",
-			srv, run, n, failed, lost, t, n / t, cpu, 100 * cpu / t, 1000 * cpu / n, u, w
+		printf "versus %-10s run %s: sessions %d failed %d lost_hellos %d in %.2f s: %.0f sessions/s, cpu %.2f s (%.0f %% of the core), %.3f cpu-s per 1000 sessions, median upgrade %.1f ms, hello->welcome %.1f ms, clients cpu %.2f s (%.0f %% of core 1)\n",
+			srv, run, n, failed, lost, t, n / t, cpu, 100 * cpu / t, 1000 * cpu / n, u, w, kcpu, 100 * kcpu / t
 		printf "%s %d %d %.3f %.2f\n", srv, n, lost, t, cpu >>sum
 	}'
+	# Machine-wide: how idle each core was over the same window, and its
+	# softirq share (loopback TCP work done outside a process's account).
+	echo "$s0 $s1" | awk -v srv="$srv" -v run="$run" '{
+		printf "versus %-10s run %s: core 0 idle %.0f %%, softirq %.0f %%; core 1 idle %.0f %%, softirq %.0f %%\n", srv, run,
+			100 * ($8 - $2) / ($7 - $1), 100 * ($9 - $3) / ($7 - $1), 100 * ($11 - $5) / ($10 - $4), 100 * ($12 - $6) / ($10 - $4) }'
 	if [ -n "$perf" ]; then
 		kill -INT "$perf"; wait "$perf" 2>/dev/null || true
 		awk -F, -v srv="$srv" -v run="$run" -v n="$N" '$1 ~ /^[0-9]+$/ {printf "versus %-10s run %s: %-32s %.2f per session\n", srv, run, $3, $1 / n}' "$work/perf.$srv"

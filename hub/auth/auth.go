@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -159,7 +160,7 @@ type apiKey struct {
 }
 
 // Verifier checks session tokens and backend API keys. Create it with New;
-// it is immutable and safe for concurrent use.
+// its configuration is immutable and it is safe for concurrent use.
 type Verifier struct {
 	cfg     Config
 	keys    []key
@@ -167,6 +168,42 @@ type Verifier struct {
 	methods []string
 	// opts are the claim checks of cfg, without the clock.
 	opts []jwt.ParserOption
+	// headers holds the decoded JOSE headers of tokens that verified,
+	// by their base64 segment (string -> header), at most
+	// headerCacheMax of them; nHeaders counts the entries.
+	headers  sync.Map
+	nHeaders atomic.Int32
+}
+
+// headerCacheMax bounds the headers a Verifier keeps decoded. Every token
+// of one issuer and key carries the same header segment, so a fleet needs
+// one entry a key; decoding that segment with encoding/json was 5 % of a
+// hub's CPU under a dial storm (issue 10, item 13). Only the headers of
+// tokens whose signature verified are kept, so a client without a key
+// cannot fill the cache.
+const headerCacheMax = 16
+
+// header returns the decoded header segment seg, and whether it came from
+// the cache.
+func (v *Verifier) header(seg string) (header, bool, error) {
+	if h, ok := v.headers.Load(seg); ok {
+		return h.(header), true, nil
+	}
+	var h header
+	err := decodeSegment(seg, &h)
+	return h, false, err
+}
+
+// keepHeader caches h, the header segment seg of a token that verified,
+// while the cache has room.
+func (v *Verifier) keepHeader(seg string, h header) {
+	if v.nHeaders.Add(1) > headerCacheMax {
+		v.nHeaders.Add(-1)
+		return
+	}
+	if _, loaded := v.headers.LoadOrStore(strings.Clone(seg), h); loaded {
+		v.nHeaders.Add(-1)
+	}
 }
 
 // New builds a Verifier from a valid Config.
@@ -223,9 +260,10 @@ func decodeSegment(seg string, dst any) error {
 // Verify checks token at time now and returns its claims. The error is an
 // *Error whose Reason says why.
 //
-// It decodes the header and the claims once each: the header's alg must be
-// one of the configured keys' algorithms (alg=none never is), the signature
-// must verify under a key of that algorithm (and kid, when both name one),
+// It decodes the claims once and the header once per distinct header of
+// a token that verified (kept by Verifier, see headerCacheMax): the
+// header's alg must be one of the configured keys' algorithms (alg=none
+// never is), the signature must verify under a key of that algorithm (and kid, when both name one),
 // then golang-jwt's validator checks exp (required unless AllowNoExpiry),
 // nbf, iss and aud with the leeway, and Verify the tenant and max_priority.
 func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
@@ -244,8 +282,8 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 	if !ok || strings.IndexByte(c64, '.') >= 0 {
 		return nil, &Error{Reason: ReasonMalformed, Err: errors.New("token contains an invalid number of segments")}
 	}
-	var h header
-	if err := decodeSegment(h64, &h); err != nil {
+	h, cached, err := v.header(h64)
+	if err != nil {
 		return nil, &Error{Reason: ReasonMalformed, Err: fmt.Errorf("header: %w", err)}
 	}
 	if !slices.Contains(v.methods, h.Alg) {
@@ -272,6 +310,9 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 		return nil, &Error{Reason: ReasonForged, Err: errors.New("no key for this algorithm and kid")}
 	case !verified:
 		return nil, &Error{Reason: ReasonForged, Err: jwt.ErrTokenSignatureInvalid}
+	}
+	if !cached {
+		v.keepHeader(h64, h)
 	}
 	claims := &Claims{}
 	if err := decodeSegment(c64, claims); err != nil {

@@ -7,6 +7,7 @@
 //
 //	hubload clients -addr 127.0.0.1:7400 -n 9500 -first 0 -token T -channel bench
 //	hubload clients -tls -addr 127.0.0.1:7470 ...   # wss (no certificate check: loopback benches)
+//	hubload clients -dialer epoll ...   # one goroutine and raw sockets for every dial in flight (bench/hub/run.sh)
 //	hubload clients -server centrifugo -addr 127.0.0.1:7460 -token T ...   # the same storm against Centrifugo
 //	hubload publish -addr 127.0.0.1:7400 -key K -tenant bench -channel bench -count 20 -every 500ms
 //	hubload merge file...    # latency files written by clients -lat FILE
@@ -27,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +37,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/corralhq/corral/bench/hub/internal/wsframe"
 	"github.com/corralhq/corral/hub/auth"
@@ -100,14 +101,7 @@ func dial(srv server, addr string, local net.Addr, timeout time.Duration) (net.C
 		}
 		c = tc
 	}
-	var key [16]byte
-	_, _ = rand.Read(key[:])
-	req := "GET " + srv.path + " HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: " + base64.StdEncoding.EncodeToString(key[:]) + "\r\nSec-WebSocket-Version: 13\r\n"
-	if !srv.centrifugo {
-		req += "Sec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n"
-	}
-	req += "\r\n"
+	req := upgradeRequest(srv, addr)
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	if _, err := io.WriteString(c, req); err != nil {
 		c.Close()
@@ -132,6 +126,19 @@ func dial(srv server, addr string, local net.Addr, timeout time.Duration) (net.C
 	return c, br, nil
 }
 
+// upgradeRequest is the WebSocket upgrade request of a session, with a
+// fresh key.
+func upgradeRequest(srv server, addr string) string {
+	var key [16]byte
+	_, _ = rand.Read(key[:])
+	req := "GET " + srv.path + " HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: " + base64.StdEncoding.EncodeToString(key[:]) + "\r\nSec-WebSocket-Version: 13\r\n"
+	if !srv.centrifugo {
+		req += "Sec-WebSocket-Protocol: " + wire.SubprotocolProto + "\r\n"
+	}
+	return req + "\r\n"
+}
+
 // setup is the timing of one session set-up.
 type setup struct {
 	upgrade, welcome, subscribed time.Duration // TCP connect to 101, Hello to Welcome, Subscribe to Subscribed
@@ -149,15 +156,7 @@ func session(srv server, addr string, local net.Addr, token, channel string, tim
 	}
 	t1 := time.Now()
 	st.upgrade = t1.Sub(t0)
-	switch {
-	case srv.centrifugo && srv.protobuf:
-		err = centrifugoProtoSession(c, br, token, channel, helloTimeout, &st)
-	case srv.centrifugo:
-		err = centrifugoSession(c, br, token, channel, helloTimeout, &st)
-	default:
-		err = corralSession(c, br, token, channel, helloTimeout, &st)
-	}
-	if err != nil {
+	if err := exchange(c, br, protocolOf(srv), token, channel, helloTimeout, &st); err != nil {
 		c.Close()
 		return nil, nil, st, err
 	}
@@ -165,185 +164,23 @@ func session(srv server, addr string, local net.Addr, token, channel string, tim
 	return c, br, st, nil
 }
 
-func corralSession(c net.Conn, br *bufio.Reader, token, channel string, helloTimeout time.Duration, st *setup) error {
-	send := func(f *corralv1.ClientFrame) error {
-		b, err := codec.AppendClientFrame(nil, f)
-		if err != nil {
-			return err
-		}
-		return wsframe.Write(c, 2, b)
-	}
-	expect := func(want func(*corralv1.ServerFrame) bool) error {
+// exchange sends the Hello (connect) and, with a channel, the Subscribe
+// of p on an upgraded connection and waits for their answers.
+func exchange(c net.Conn, br *bufio.Reader, p protocol, token, channel string, helloTimeout time.Duration, st *setup) error {
+	expect := func(step int) error {
 		for {
-			op, p, err := wsframe.Read(br)
+			op, b, err := wsframe.Read(br)
 			if err != nil {
 				return err
 			}
-			if op != 2 {
-				return fmt.Errorf("opcode %d: %q", op, p)
-			}
-			var f corralv1.ServerFrame
-			if err := codec.DecodeServerFrame(p, &f); err != nil {
+			ok, err := p.reply(step, op, b)
+			if err != nil || ok {
 				return err
-			}
-			if e := f.GetError(); e != nil {
-				return fmt.Errorf("error %d %s", e.GetCode(), e.GetText())
-			}
-			if want(&f) {
-				return nil
 			}
 		}
 	}
 	t := time.Now()
-	if err := send(&corralv1.ClientFrame{Id: 1, Frame: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: token, Priority: corralv1.Priority_PRIORITY_P2}}}); err != nil {
-		return err
-	}
-	_ = c.SetReadDeadline(t.Add(helloTimeout))
-	if err := expect(func(f *corralv1.ServerFrame) bool { return f.GetWelcome() != nil }); err != nil {
-		st.lostHello = isTimeout(err)
-		return err
-	}
-	st.welcome = time.Since(t)
-	if channel == "" {
-		return nil
-	}
-	t = time.Now()
-	if err := send(&corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: channel}}}); err != nil {
-		return err
-	}
-	if err := expect(func(f *corralv1.ServerFrame) bool { return f.GetSubscribed() != nil }); err != nil {
-		return err
-	}
-	st.subscribed = time.Since(t)
-	return nil
-}
-
-// centrifugoSession runs Centrifugo's JSON protocol: replies are JSON
-// objects, one a line, several lines to a frame.
-func centrifugoSession(c net.Conn, br *bufio.Reader, token, channel string, helloTimeout time.Duration, st *setup) error {
-	type reply struct {
-		ID    uint32 `json:"id"`
-		Error *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	expect := func(id uint32) error {
-		for {
-			op, p, err := wsframe.Read(br)
-			if err != nil {
-				return err
-			}
-			if op == 8 {
-				return fmt.Errorf("closed: %q", p)
-			}
-			for _, line := range bytes.Split(p, []byte("\n")) {
-				var r reply
-				if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &r) != nil {
-					continue
-				}
-				if r.ID != id {
-					continue
-				}
-				if r.Error != nil {
-					return fmt.Errorf("error %d %s", r.Error.Code, r.Error.Message)
-				}
-				return nil
-			}
-		}
-	}
-	tokJSON, _ := json.Marshal(token)
-	t := time.Now()
-	if err := wsframe.Write(c, 1, []byte(`{"id":1,"connect":{"token":`+string(tokJSON)+`}}`)); err != nil {
-		return err
-	}
-	_ = c.SetReadDeadline(t.Add(helloTimeout))
-	if err := expect(1); err != nil {
-		st.lostHello = isTimeout(err)
-		return err
-	}
-	st.welcome = time.Since(t)
-	if channel == "" {
-		return nil
-	}
-	chJSON, _ := json.Marshal(channel)
-	t = time.Now()
-	if err := wsframe.Write(c, 1, []byte(`{"id":2,"subscribe":{"channel":`+string(chJSON)+`}}`)); err != nil {
-		return err
-	}
-	if err := expect(2); err != nil {
-		return err
-	}
-	st.subscribed = time.Since(t)
-	return nil
-}
-
-// centrifugoProtoSession runs Centrifugo's protobuf protocol: each frame
-// holds commands (replies) as varint-length-prefixed messages; Command has
-// id = 1, connect = 4 (ConnectRequest token = 1), subscribe = 5
-// (SubscribeRequest channel = 1); Reply has id = 1 and error = 2 (Error
-// code = 1, message = 2).
-func centrifugoProtoSession(c net.Conn, br *bufio.Reader, token, channel string, helloTimeout time.Duration, st *setup) error {
-	command := func(id uint32, field protowire.Number, inner []byte) []byte {
-		var cmd []byte
-		cmd = protowire.AppendTag(cmd, 1, protowire.VarintType)
-		cmd = protowire.AppendVarint(cmd, uint64(id))
-		cmd = protowire.AppendTag(cmd, field, protowire.BytesType)
-		cmd = protowire.AppendBytes(cmd, inner)
-		return protowire.AppendBytes(nil, cmd)
-	}
-	str1 := func(v string) []byte {
-		b := protowire.AppendTag(nil, 1, protowire.BytesType)
-		return protowire.AppendString(b, v)
-	}
-	expect := func(id uint32) error {
-		for {
-			op, p, err := wsframe.Read(br)
-			if err != nil {
-				return err
-			}
-			if op == 8 {
-				return fmt.Errorf("closed: %q", p)
-			}
-			for len(p) > 0 {
-				msg, n := protowire.ConsumeBytes(p)
-				if n < 0 {
-					return errors.New("bad reply framing")
-				}
-				p = p[n:]
-				var rid uint64
-				var rerr []byte
-				for len(msg) > 0 {
-					num, typ, n := protowire.ConsumeTag(msg)
-					if n < 0 {
-						return errors.New("bad reply")
-					}
-					msg = msg[n:]
-					switch {
-					case num == 1 && typ == protowire.VarintType:
-						rid, n = protowire.ConsumeVarint(msg)
-					case num == 2 && typ == protowire.BytesType:
-						rerr, n = protowire.ConsumeBytes(msg)
-					default:
-						n = protowire.ConsumeFieldValue(num, typ, msg)
-					}
-					if n < 0 {
-						return errors.New("bad reply")
-					}
-					msg = msg[n:]
-				}
-				if uint32(rid) != id {
-					continue
-				}
-				if rerr != nil {
-					return fmt.Errorf("error %x", rerr)
-				}
-				return nil
-			}
-		}
-	}
-	t := time.Now()
-	if err := wsframe.Write(c, 2, command(1, 4, str1(token))); err != nil {
+	if err := wsframe.Write(c, p.op, p.hello(token)); err != nil {
 		return err
 	}
 	_ = c.SetReadDeadline(t.Add(helloTimeout))
@@ -356,7 +193,7 @@ func centrifugoProtoSession(c net.Conn, br *bufio.Reader, token, channel string,
 		return nil
 	}
 	t = time.Now()
-	if err := wsframe.Write(c, 2, command(2, 5, str1(channel))); err != nil {
+	if err := wsframe.Write(c, p.op, p.subscribe(channel)); err != nil {
 		return err
 	}
 	if err := expect(2); err != nil {
@@ -380,6 +217,84 @@ func median(ds []time.Duration) float64 {
 	return float64(ds[len(ds)/2]) / 1e6
 }
 
+// stormConfig is one dial storm: n sessions, conc of them in flight.
+type stormConfig struct {
+	srv                   server
+	addr                  string
+	n, first, conc        int
+	token, channel        string
+	timeout, helloTimeout time.Duration
+}
+
+// stormResult is what a storm leaves: the sessions (nil where all five
+// attempts failed) and the set-up times.
+type stormResult struct {
+	conns                    []net.Conn
+	readers                  []*bufio.Reader
+	failed, lost             int64
+	firstErr                 string
+	upgrades, welcomes, subs []time.Duration
+}
+
+// goStorm runs the storm with a goroutine per dial in flight on Go's net
+// package (blocking reads and writes over the netpoller).
+func goStorm(cfg stormConfig) stormResult {
+	res := stormResult{conns: make([]net.Conn, cfg.n), readers: make([]*bufio.Reader, cfg.n)}
+	var next, failed, lost atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range cfg.conc {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= cfg.n {
+					return
+				}
+				var err error
+				for attempt := 0; attempt < attempts; attempt++ {
+					var st setup
+					res.conns[i], res.readers[i], st, err = session(cfg.srv, cfg.addr, sourceAddr(cfg.first+i), cfg.token, cfg.channel, cfg.timeout, cfg.helloTimeout)
+					if st.lostHello {
+						lost.Add(1)
+					}
+					if err == nil {
+						mu.Lock()
+						res.record(st, cfg.channel != "")
+						mu.Unlock()
+						break
+					}
+					time.Sleep(retryPause)
+				}
+				if err != nil {
+					failed.Add(1)
+					mu.Lock()
+					if res.firstErr == "" {
+						res.firstErr = err.Error()
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.failed, res.lost = failed.Load(), lost.Load()
+	return res
+}
+
+// attempts is how many times a session is tried, retryPause apart.
+const (
+	attempts   = 5
+	retryPause = 100 * time.Millisecond
+)
+
+// record adds the times of a session set up.
+func (r *stormResult) record(st setup, subscribed bool) {
+	r.upgrades, r.welcomes = append(r.upgrades, st.upgrade), append(r.welcomes, st.welcome)
+	if subscribed {
+		r.subs = append(r.subs, st.subscribed)
+	}
+}
+
 func runClients(args []string) error {
 	fs := flag.NewFlagSet("clients", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:7400", "hub HTTP address")
@@ -393,8 +308,16 @@ func runClients(args []string) error {
 	cfProto := fs.String("centrifugo-protocol", "protobuf", "protobuf or json: Centrifugo's protocol")
 	path := fs.String("path", "", "WebSocket path (default /v1/ws, Centrifugo /connection/websocket)")
 	helloTimeout := fs.Duration("hello-timeout", 10*time.Second, "a Hello (connect) not answered within this is counted lost")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the dial storm (until the ready line) to this file")
 	useTLS := fs.Bool("tls", false, "wss: TLS 1.3 without certificate verification (a loopback bench server's self-signed certificate)")
+	dialer := fs.String("dialer", "go", "go (a goroutine per dial on Go's net package) or epoll (Linux, ws only: one goroutine drives every dial in flight over raw non-blocking sockets)")
 	_ = fs.Parse(args)
+	if *dialer != "epoll" && *dialer != "go" {
+		return fmt.Errorf("unknown dialer %q", *dialer)
+	}
+	if *dialer == "epoll" && *useTLS {
+		return errors.New("-tls needs -dialer go")
+	}
 	srv := server{centrifugo: *kind == "centrifugo", protobuf: *cfProto == "protobuf", path: *path}
 	if *useTLS {
 		srv.tls = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}} //nolint:gosec // bench on loopback
@@ -415,54 +338,42 @@ func runClients(args []string) error {
 		}
 	}
 
-	conns := make([]net.Conn, *n)
-	readers := make([]*bufio.Reader, *n)
-	var next atomic.Int64
-	var failed, lost atomic.Int64
-	var firstErr atomic.Value
-	var tmu sync.Mutex
-	var upgrades, welcomes, subs []time.Duration
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range *conc {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= *n {
-					return
-				}
-				var err error
-				for attempt := 0; attempt < 5; attempt++ {
-					var st setup
-					conns[i], readers[i], st, err = session(srv, *addr, sourceAddr(*first+i), *token, *channel, 30*time.Second, *helloTimeout)
-					if st.lostHello {
-						lost.Add(1)
-					}
-					if err == nil {
-						tmu.Lock()
-						upgrades, welcomes = append(upgrades, st.upgrade), append(welcomes, st.welcome)
-						if *channel != "" {
-							subs = append(subs, st.subscribed)
-						}
-						tmu.Unlock()
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-				}
-			}
-		})
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer f.Close()
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	ok := *n - int(failed.Load())
+	cfg := stormConfig{srv: srv, addr: *addr, n: *n, first: *first, conc: *conc, token: *token, channel: *channel, timeout: 30 * time.Second, helloTimeout: *helloTimeout}
+	start := time.Now()
+	var res stormResult
+	switch *dialer {
+	case "epoll":
+		var err error
+		if res, err = epollStorm(cfg); err != nil {
+			return err
+		}
+	case "go":
+		res = goStorm(cfg)
+	}
+	elapsed, cpu := time.Since(start), cpuTime()
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	conns, readers := res.conns, res.readers
+	if res.firstErr == "" {
+		res.firstErr = "none"
+	}
+	ok := *n - int(res.failed)
 	// Fields by position (run.sh reads them): 2 ready, 4 failed, 6
-	// elapsed_ms, 8 rate, 10 lost_hellos, then medians in ms.
-	fmt.Printf("ready %d failed %d elapsed_ms %d rate_per_s %.0f lost_hellos %d upgrade_p50_ms %.1f welcome_p50_ms %.1f subscribed_p50_ms %.1f first_error %v\n",
-		ok, failed.Load(), elapsed.Milliseconds(), float64(ok)/elapsed.Seconds(), lost.Load(), median(upgrades), median(welcomes), median(subs), firstErr.Load())
+	// elapsed_ms, 8 rate, 10 lost_hellos, 12, 14, 16 medians in ms, 18
+	// the process's CPU (user + system, from its start) in ms.
+	fmt.Printf("ready %d failed %d elapsed_ms %d rate_per_s %.0f lost_hellos %d upgrade_p50_ms %.1f welcome_p50_ms %.1f subscribed_p50_ms %.1f cpu_ms %d first_error %s\n",
+		ok, res.failed, elapsed.Milliseconds(), float64(ok)/elapsed.Seconds(), res.lost, median(res.upgrades), median(res.welcomes), median(res.subs), cpu.Milliseconds(), res.firstErr)
 
 	var mu sync.Mutex
 	var lats []int64

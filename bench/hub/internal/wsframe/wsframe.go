@@ -44,6 +44,36 @@ func Write(w io.Writer, op byte, payload []byte) error {
 	return err
 }
 
+// Parse reads one unmasked server frame from the front of b, for a client
+// that reads its socket itself: the frame's opcode, its payload (a slice of
+// b) and the bytes it took, or n = 0 when b does not hold a whole frame yet.
+func Parse(b []byte) (op byte, payload []byte, n int, err error) {
+	if len(b) < 2 {
+		return 0, nil, 0, nil
+	}
+	size, head := uint64(b[1]&0x7f), 2
+	switch size {
+	case 126:
+		if len(b) < 4 {
+			return 0, nil, 0, nil
+		}
+		size, head = uint64(binary.BigEndian.Uint16(b[2:])), 4
+	case 127:
+		if len(b) < 10 {
+			return 0, nil, 0, nil
+		}
+		size, head = binary.BigEndian.Uint64(b[2:]), 10
+	}
+	if size > MaxPayload {
+		return 0, nil, 0, fmt.Errorf("wsframe: a frame of %d bytes (at most %d)", size, MaxPayload)
+	}
+	if uint64(len(b)-head) < size {
+		return 0, nil, 0, nil
+	}
+	end := head + int(size)
+	return b[0] & 0x0f, b[head:end], end, nil
+}
+
 // Read reads one unmasked server frame and returns its opcode and payload.
 func Read(r *bufio.Reader) (byte, []byte, error) {
 	var h [2]byte
