@@ -99,7 +99,7 @@ func ExampleShedder() {
 	// Output:
 	// stage: reject-p1
 	// p0 admitted: true, hint over 10 s: false
-	// p1 admitted: false, hint over 10 s: true
+	// p1 admitted: false, hint over 10 s: false
 	// p2 admitted: false, hint over 10 s: true
 	// sever now: [0 0 4]
 }
@@ -123,8 +123,8 @@ func ExampleShedder_cohort() {
 	}
 	fmt.Println("P2 rejected:", shed.Snapshot().Rejected[limit.P2])
 	// Output:
-	// t=1s stage=reject-p2 P2 admitted=false retry in [20s, 40s)
-	// t=2s stage=sever-p2 P2 admitted=false retry in [30s, 1m0s)
-	// t=3s stage=reject-p1 P2 admitted=false retry in [40s, 1m20s)
+	// t=1s stage=reject-p2 P2 admitted=false retry in [1s, 10s)
+	// t=2s stage=sever-p2 P2 admitted=false retry in [10s, 20s)
+	// t=3s stage=reject-p1 P2 admitted=false retry in [20s, 40s)
 	// P2 rejected: 60000
 }

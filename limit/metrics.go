@@ -85,6 +85,11 @@ type ShedderSnapshot struct {
 	Samples int64
 	// FallDwell is the current (possibly damped) fall dwell.
 	FallDwell time.Duration
+	// Readmit is how far the current stage is on its way down, 0 to 1: in
+	// reject-p2, reject-p1 and the lifeboat the share of the priority it
+	// first turned away that it admits again; in the stages that sever,
+	// the part of FallDwell the calm has lasted. The stage falls at 1.
+	Readmit float64
 	// Emergency reports a resource ceiling reached at the last evaluation.
 	Emergency bool
 }
@@ -98,6 +103,7 @@ func (s *Shedder) Snapshot() ShedderSnapshot {
 		Latency:     s.lastP99,
 		Samples:     s.lastCount,
 		FallDwell:   s.fallDwell,
+		Readmit:     s.readmitShare(),
 		Emergency:   s.emergency,
 	}
 	s.mu.Unlock()
@@ -136,7 +142,7 @@ type Collector struct {
 	limit, inflight, ceiling, acquired, rejected, prioRejected *prometheus.Desc
 	waiting, queued, expired                                   *prometheus.Desc
 	stage, admitted, shedRejected, severed                     *prometheus.Desc
-	transitions, latency                                       *prometheus.Desc
+	transitions, latency, readmit                              *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -179,6 +185,7 @@ func NewCollector(cfg MetricsConfig) (*Collector, error) {
 		severed:      desc("severed_total", "Sessions the shedder asked to sever, by priority.", "priority"),
 		transitions:  desc("stage_transitions_total", "Stage changes."),
 		latency:      desc("latency_seconds", "Latency percentile at the last stage evaluation."),
+		readmit:      desc("readmit_share", "How far the stage is on its way down (0 to 1; it falls at 1): in reject-p2, reject-p1 and lifeboat the share of the priority it first turned away that it admits again, in the stages that sever the part of the fall dwell the calm has lasted."),
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(c); err != nil {
@@ -196,7 +203,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	if c.cfg.Shedder != nil {
-		for _, d := range []*prometheus.Desc{c.stage, c.admitted, c.shedRejected, c.severed, c.transitions, c.latency} {
+		for _, d := range []*prometheus.Desc{c.stage, c.admitted, c.shedRejected, c.severed, c.transitions, c.latency, c.readmit} {
 			ch <- d
 		}
 	}
@@ -232,6 +239,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		perPrio(c.severed, s.Severed)
 		ch <- prometheus.MustNewConstMetric(c.transitions, counter, float64(s.Transitions))
 		ch <- prometheus.MustNewConstMetric(c.latency, gauge, s.Latency.Seconds())
+		ch <- prometheus.MustNewConstMetric(c.readmit, gauge, s.Readmit)
 	}
 }
 

@@ -63,8 +63,8 @@ corral_edge_conn_stage 0
 		t.Error(err)
 	}
 	tok.SuccessAt(clock.Now().Add(time.Millisecond))
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 25 {
-		t.Errorf("gathered %d series (err %v), want 25 (13 from the limiter, 12 from the shedder)", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 26 {
+		t.Errorf("gathered %d series (err %v), want 26 (13 from the limiter, 13 from the shedder)", n, err)
 	}
 	if _, err := NewCollector(MetricsConfig{Registerer: reg, Subsystem: "edge_conn", Limiter: lim}); err == nil {
 		t.Error("registering the same metrics twice succeeded")
@@ -95,8 +95,8 @@ func TestCollectorHelpNamesItsLabels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(fams) != 15 {
-			t.Errorf("%d families, want 15", len(fams))
+		if len(fams) != 16 {
+			t.Errorf("%d families, want 16", len(fams))
 		}
 		for _, f := range fams {
 			var names []string

@@ -77,24 +77,16 @@ func (s Stage) rejects(p Priority) bool {
 	return s >= StageRejectP2
 }
 
-// admitsUpTo returns the highest stage at which new work of priority p is
-// still admitted.
-func admitsUpTo(p Priority) Stage {
-	switch p {
-	case P0:
-		return StageSeverP1
-	case P1:
-		return StageSeverP2
-	}
-	return StageNormal
-}
-
 // Decision is the Shedder's answer to an admission request.
 type Decision struct {
 	// Admit is true when the work may proceed (to the Limiter, typically).
 	Admit bool
 	// Stage is the stage the decision was taken at.
 	Stage Stage
+	// Admitted is how many of the units asked about were admitted: 1 or
+	// 0 for Admit and AdmitAt, up to n for AdmitNAt (whose Admit is true
+	// when all n were).
+	Admitted int64
 	// RetryAfter is the jittered retry hint for a rejection, zero when
 	// admitted.
 	RetryAfter time.Duration
@@ -109,9 +101,17 @@ type Decision struct {
 // (Observe, typically handshake latency) against Target, and resource use
 // (ObserveResources) against the ceilings. Every EvalInterval the stage
 // rises if the latency percentile is above Target or resource pressure is
-// high and it has stayed RiseDwell in its stage; it falls if the percentile
-// is at most StepDownRatio x Target, pressure is low and it has stayed
-// FallDwell; a resource ceiling reached jumps to StageLifeboat at once.
+// high and it has stayed RiseDwell in its stage; a resource ceiling
+// reached jumps to StageLifeboat at once.
+//
+// The way down is re-admission: while the node is calm (the percentile at
+// most StepDownRatio x Target, pressure low) the Shedder admits a share of
+// the highest priority the stage turns away, growing from 0 to 1 over
+// FallDwell of calm, and halved by every evaluation that finds the node
+// overloaded again. The stage falls once the share is whole and the node
+// still calm: the fall is taken on the evidence that the node carried the
+// work it re-admitted, and calm capacity is not left idle while the work
+// it turned away waits outside for the dwell to pass.
 // Evaluation happens inside the calls that carry a time (AdmitAt,
 // SeverQuotaAt, EvaluateAt and their clock variants); no goroutine runs.
 //
@@ -150,6 +150,9 @@ type Shedder struct {
 	openKnown    bool
 	pending      hist
 	pendingEvals int
+	evaluatedAt  time.Time     // the previous evaluation
+	forgivenAt   time.Time     // the last halving of a damped fallDwell
+	readmit      atomic.Uint64 // float64 bits: the share of readmitted() admitted
 }
 
 // maxPending is how many evaluations latencies may accumulate before an
@@ -237,7 +240,7 @@ func (s *Shedder) Admit(p Priority) Decision {
 		return s.AdmitAt(p, s.base.Add(ns))
 	}
 	s.admitted[p].Add(1)
-	return Decision{Admit: true, Stage: st}
+	return Decision{Admit: true, Admitted: 1, Stage: st}
 }
 
 // AdmitAt is Admit at an explicit time.
@@ -256,10 +259,24 @@ func (s *Shedder) AdmitNAt(p Priority, n int64, now time.Time) Decision {
 	st := Stage(s.stage.Load())
 	if !st.rejects(p) {
 		s.admitted[p].Add(n)
-		return Decision{Admit: true, Stage: st}
+		return Decision{Admit: true, Admitted: n, Stage: st}
 	}
-	s.rejected[p].Add(n)
-	return Decision{Stage: st, RetryAfter: s.RetryAfterAt(p, now)}
+	var k int64 // re-admitted: the share's expected part of n, the remainder drawn
+	if q, ok := readmitted(st); ok && p == q {
+		share := s.readmitShare()
+		whole, frac := math.Modf(share * float64(n))
+		k = int64(whole)
+		if frac > 0 && s.rnd.float64() < frac {
+			k++
+		}
+		k = min(k, n)
+	}
+	s.admitted[p].Add(k)
+	s.rejected[p].Add(n - k)
+	if k == n && n > 0 {
+		return Decision{Admit: true, Admitted: n, Stage: st}
+	}
+	return Decision{Admitted: k, Stage: st, RetryAfter: s.RetryAfterAt(p, now)}
 }
 
 // Rejected turns an admission of priority p into a rejection: call it when
@@ -344,11 +361,48 @@ func (s *Shedder) evaluate(now time.Time) {
 		s.calmSince = now
 	}
 	in := now.Sub(s.changedAt)
-	calmFor := min(in, now.Sub(s.calmSince)) // calm must last FallDwell, in this stage
+	// The share grows with the calm time since the previous evaluation
+	// (an idle gap between calm evaluations counts whole, as it does in
+	// calmSince); the stage falls when it is whole. In a stage that
+	// re-admits, what would raise the stage halves the share instead
+	// while it is worth something: a re-admission that went too far backs
+	// off before anything more is turned away or severed. In a stage that
+	// severs the share only measures the calm (nothing is re-admitted
+	// there: what it turned away comes back in the stage below), and an
+	// overload starts it over, as a calm must last FallDwell there.
+	prev := s.evaluatedAt
+	s.evaluatedAt = now
+	share := s.readmitShare()
+	_, readmits := readmitted(st)
+	backOff := readmits && rise && share >= minReadmit && !emergency
+	switch {
+	case rise && readmits:
+		s.setReadmit(share / 2)
+	case !calm && !readmits:
+		s.setReadmit(0)
+	case calm && st > StageNormal:
+		grown := now.Sub(s.calmSince)
+		if prev.After(s.calmSince) {
+			grown = now.Sub(prev)
+		}
+		v := share + float64(grown)/float64(s.fallDwell)
+		if v > 1-1e-9 { // whole, whatever the rounding of the sum
+			v = 1
+		}
+		s.setReadmit(v)
+	}
+	// Calm forgives earlier flaps: each FallDwell (as configured) of
+	// unbroken calm halves a damped dwell back towards it, so a node that
+	// was overloaded for long does not take minutes per stage once calm.
+	if calm && s.fallDwell > s.cfg.FallDwell && now.Sub(latest(s.calmSince, s.forgivenAt)) >= 2*s.cfg.FallDwell {
+		s.fallDwell = max(s.cfg.FallDwell, s.fallDwell/2)
+		s.forgivenAt = now
+	}
+	fall := calm && st > StageNormal && s.readmitShare() >= 1
 	switch {
 	case emergency && st < StageLifeboat:
 		s.move(now, st, StageLifeboat, "emergency")
-	case rise && st < StageLifeboat && in >= s.cfg.RiseDwell && !s.lowerLeft(st):
+	case rise && st < StageLifeboat && in >= s.cfg.RiseDwell && !s.lowerLeft(st) && !backOff:
 		reason := "latency"
 		if !latHigh || st >= ceil {
 			reason = "resources"
@@ -359,15 +413,46 @@ func (s *Shedder) evaluate(now time.Time) {
 		}
 		s.lastRise = now
 		s.move(now, st, st+1, reason)
-	case calm && st > StageNormal && calmFor >= s.fallDwell:
-		// A long calm since the last rise forgives earlier flaps.
-		if now.Sub(s.lastRise) >= 4*s.fallDwell {
-			s.fallDwell = max(s.cfg.FallDwell, s.fallDwell/2)
-		}
+	case fall:
 		s.lastFall = now
 		s.move(now, st, st-1, "calm")
 	}
 }
+
+// minReadmit is the least re-admitted share an overload halves before it
+// raises the stage.
+const minReadmit = 1.0 / 16
+
+// readmitted returns the priority that stage st re-admits a share of
+// while calm, the one it was the first to turn away, and whether st is
+// such a stage: reject-p2, reject-p1 and lifeboat are; the stages that
+// sever are not.
+func readmitted(st Stage) (Priority, bool) {
+	switch st {
+	case StageRejectP2:
+		return P2, true
+	case StageRejectP1:
+		return P1, true
+	case StageLifeboat:
+		return P0, true
+	}
+	return 0, false
+}
+
+// rejectsFrom returns the lowest stage that turns away new work of p.
+func rejectsFrom(p Priority) Stage {
+	switch p {
+	case P0:
+		return StageLifeboat
+	case P1:
+		return StageRejectP1
+	}
+	return StageRejectP2
+}
+
+func (s *Shedder) readmitShare() float64 { return math.Float64frombits(s.readmit.Load()) }
+
+func (s *Shedder) setReadmit(v float64) { s.readmit.Store(math.Float64bits(v)) }
 
 // latencyCeiling returns the highest stage latency alone raises the stage
 // to.
@@ -386,6 +471,7 @@ func (s *Shedder) lowerLeft(st Stage) bool {
 }
 
 func (s *Shedder) move(now time.Time, from, to Stage, reason string) {
+	s.setReadmit(0) // every stage re-admits from nothing
 	s.stage.Store(uint32(to))
 	s.changedAt = now
 	s.transitions++
@@ -463,11 +549,7 @@ func (s *Shedder) burst(rate float64) float64 { return max(1, math.Floor(rate/10
 func (s *Shedder) RetryAfter(p Priority) time.Duration { return s.RetryAfterAt(p, s.now()) }
 
 // RetryAfterAt returns a retry hint for work of priority p turned away at
-// now. The estimate is the time until the stage has fallen to one that
-// admits p (the rest of the current dwell plus one FallDwell per further
-// stage, one more while still overloaded), or Retry.Min when the stage
-// already admits p (the rejection came from a Limiter); it is clamped to
-// [Retry.Min, Retry.Max] and spread uniformly over [e, e x (1 + Spread)).
+// now, drawn uniformly from RetryRangeAt.
 func (s *Shedder) RetryAfterAt(p Priority, now time.Time) time.Duration {
 	lo, hi := s.RetryRangeAt(p, now)
 	return lo + time.Duration(s.rnd.float64()*float64(hi-lo))
@@ -476,21 +558,38 @@ func (s *Shedder) RetryAfterAt(p Priority, now time.Time) time.Duration {
 // RetryRangeAt returns the range [lo, hi) that RetryAfterAt draws its hints
 // from uniformly, so that a cohort simulator can spread a whole cohort over
 // it without one call per device.
+//
+// When the stage admits p (the rejection came from a Limiter) the range
+// is [Retry.Min, Retry.Min x (1 + Spread)). Otherwise it spans p's
+// re-admission, assuming calm from now on: from when p's share starts to
+// grow (now, when the stage is re-admitting p; else after the rest of the
+// current stage's calm and one FallDwell per stage between it and the
+// first that turns p away) to when it is whole, one FallDwell later (or
+// the rest of the current share). A hint does not
+// outlast the stages' way back to admitting p, and a turned-away herd
+// comes back over the ramp that takes it in. Both ends are clamped to
+// [Retry.Min, Retry.Max], and the range is at least Spread x lo wide.
 func (s *Shedder) RetryRangeAt(p Priority, now time.Time) (lo, hi time.Duration) {
 	if !p.Valid() {
 		p = P2
 	}
-	s.mu.Lock()
-	est := s.cfg.Retry.Min
-	if steps := int(s.Stage()) - int(admitsUpTo(p)); steps > 0 {
-		est = max(0, s.changedAt.Add(s.fallDwell).Sub(now)) + time.Duration(steps-1)*s.fallDwell
-		if s.overloaded {
-			est += s.fallDwell
+	r := s.cfg.Retry
+	var start, end time.Duration
+	if st := s.Stage(); st.rejects(p) {
+		s.mu.Lock()
+		dwell := s.fallDwell
+		s.mu.Unlock()
+		rest := time.Duration((1 - s.readmitShare()) * float64(dwell)) // of the current stage
+		if own := rejectsFrom(p); st == own {
+			end = rest
+		} else {
+			start = rest + time.Duration(int(st)-int(own)-1)*dwell
+			end = start + dwell
 		}
 	}
-	s.mu.Unlock()
-	est = max(s.cfg.Retry.Min, min(est, s.cfg.Retry.Max))
-	return est, est + time.Duration(s.cfg.Retry.Spread*float64(est))
+	lo = max(r.Min, min(start, r.Max))
+	hi = max(min(end, r.Max), lo+time.Duration(r.Spread*float64(lo)))
+	return lo, hi
 }
 
 // Transitions returns the remembered stage changes, oldest first.
@@ -518,4 +617,11 @@ func (j *jitter) float64() float64 {
 		x = mix64(j.ctr.Add(golden))
 	}
 	return unit(x)
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

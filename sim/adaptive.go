@@ -93,14 +93,16 @@ func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (adm
 			continue
 		}
 		lp := prio(p)
-		dec := a.shed.AdmitAt(lp, now)
-		if dec.Admit {
-			admitted[p] = min(d, room)
-			room -= admitted[p]
-		}
+		// The shedder admits the cohort, or the share of it that its stage
+		// re-admits; the limiter's room takes what it can of that.
+		dec := a.shed.AdmitNAt(lp, d, now)
+		admitted[p] = min(dec.Admitted, room)
+		room -= admitted[p]
 		if admitted[p] < d {
+			// One hint pool for the cohort's turned-away part: the
+			// shedder's when it turned some away, else the limiter's.
 			h := make([]time.Duration, 0, hintDraws)
-			if dec.Admit {
+			if admitted[p] < dec.Admitted && dec.Admit {
 				h = append(h, a.shed.Rejected(lp, now))
 			} else {
 				h = append(h, dec.RetryAfter)
