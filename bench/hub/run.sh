@@ -22,9 +22,14 @@
 #           both servers speak protobuf (CF_PROTOCOL=json: Centrifugo's JSON).
 #           Per turn: sessions/s, the server's CPU utilisation and
 #           CPU-seconds per 1,000 sessions (utime+stime from /proc/PID/stat
-#           over the storm), median upgrade and Hello->Welcome times, and
-#           lost Hellos (upgraded, Hello sent, no Welcome within 10 s);
-#           then the totals of each server. CENTRIFUGO=path/to/binary
+#           over the storm), median upgrade and Hello->Welcome times, the
+#           clients' CPU and share of core 1, each core's idle and softirq
+#           share, the same shares over the steady part (a tenth to nine
+#           tenths of a client's sessions set up), and lost Hellos
+#           (upgraded, Hello sent, no Welcome within 10 s); then the totals
+#           of each server. The clients use hubload's epoll dialer
+#           (HUBLOAD_DIALER=go: Go's net); HUB_GOMAXPROCS=2 gives the hub
+#           two Ps on its core (a diagnostic). CENTRIFUGO=path/to/binary
 #           (default: centrifugo on PATH or in $(go env GOPATH)/bin;
 #           install: go install github.com/centrifugal/centrifugo/v6@v6.9.1).
 #           HUB_CPUPROFILE=/tmp/hub.cpu.pb also saves a CPU profile of the
@@ -190,7 +195,7 @@ coreticks() { awk '$1 == "cpu0" || $1 == "cpu1" {a = 0; for (i = 2; i <= 9; i++)
 versus_turn() {
 	local srv=$1 run=$2 half=$(( N / 2 )) pid flags=()
 	if [ "$srv" = hub ]; then
-		GOMAXPROCS=1 taskset -c 0 "$work/corral" hub --config "$work/hub.yaml" --log-level warn >"$work/hub.log" 2>&1 &
+		GOMAXPROCS=${HUB_GOMAXPROCS:-1} taskset -c 0 "$work/corral" hub --config "$work/hub.yaml" --log-level warn >"$work/hub.log" 2>&1 &
 		pid=$!
 		wait_ready
 	else
@@ -211,8 +216,8 @@ versus_turn() {
 		perf=$!
 	fi
 	c0=$(cputicks $pid); s0=$(coreticks)
-	start_clients "$half" 0 bench /dev/null 1 -conc $(( CONC / 2 )) "${flags[@]}"
-	start_clients $(( N - half )) 100000 bench /dev/null 1 -conc $(( CONC - CONC / 2 )) "${flags[@]}"
+	start_clients "$half" 0 bench /dev/null 1 -conc $(( CONC / 2 )) -server-pid "$pid" "${flags[@]}"
+	start_clients $(( N - half )) 100000 bench /dev/null 1 -conc $(( CONC - CONC / 2 )) -server-pid "$pid" "${flags[@]}"
 	wait_line "$work/out.0" '^ready'; wait_line "$work/out.100000" '^ready'
 	c1=$(cputicks $pid); s1=$(coreticks)
 	# ready N failed F elapsed_ms E rate_per_s R lost_hellos L upgrade_p50_ms U welcome_p50_ms W subscribed_p50_ms S cpu_ms C ...
@@ -225,6 +230,15 @@ versus_turn() {
 		printf "versus %-10s run %s: sessions %d failed %d lost_hellos %d in %.2f s: %.0f sessions/s, cpu %.2f s (%.0f %% of the core), %.3f cpu-s per 1000 sessions, median upgrade %.1f ms, hello->welcome %.1f ms, clients cpu %.2f s (%.0f %% of core 1)\n",
 			srv, run, n, failed, lost, t, n / t, cpu, 100 * cpu / t, 1000 * cpu / n, u, w, kcpu, 100 * kcpu / t
 		printf "%s %d %d %.3f %.2f\n", srv, n, lost, t, cpu >>sum
+	}'
+	# The steady part, as the first client measured it (from a tenth of its
+	# sessions set up to nine tenths: no ramp, no tail): the server's share
+	# of its core, the two clients' of core 1 (each over its own window),
+	# and each core's idle share.
+	cat "$work/out.0" "$work/out.100000" | awk -v srv="$srv" -v run="$run" '
+	/^ready/ { k++; if (k == 1) { win = $20; server = $22; idle0 = $26; idle1 = $28 } if ($20 > 0) self += $24 / $20 }
+	END {
+		if (win > 0) printf "versus %-10s run %s: steady part (10-90 %% of a client'"'"'s sessions, %d ms): server %.0f %% of its core, clients %.0f %% of core 1; core 0 idle %.0f %%, core 1 idle %.0f %%\n", srv, run, win, 100 * server / win, 100 * self, idle0, idle1
 	}'
 	# Machine-wide: how idle each core was over the same window, and its
 	# softirq share (loopback TCP work done outside a process's account).

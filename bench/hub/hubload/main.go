@@ -224,6 +224,7 @@ type stormConfig struct {
 	n, first, conc        int
 	token, channel        string
 	timeout, helloTimeout time.Duration
+	window                *window // the steady part's figures, or nil
 }
 
 // stormResult is what a storm leaves: the sessions (nil where all five
@@ -260,6 +261,7 @@ func goStorm(cfg stormConfig) stormResult {
 					if err == nil {
 						mu.Lock()
 						res.record(st, cfg.channel != "")
+						cfg.window.setUp()
 						mu.Unlock()
 						break
 					}
@@ -308,6 +310,7 @@ func runClients(args []string) error {
 	cfProto := fs.String("centrifugo-protocol", "protobuf", "protobuf or json: Centrifugo's protocol")
 	path := fs.String("path", "", "WebSocket path (default /v1/ws, Centrifugo /connection/websocket)")
 	helloTimeout := fs.Duration("hello-timeout", 10*time.Second, "a Hello (connect) not answered within this is counted lost")
+	serverPID := fs.Int("server-pid", 0, "the server's process id: the ready line then has the steady part's figures (window_*: from a tenth of the sessions set up to nine tenths, the server's CPU, this process's and each core's idle share)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the dial storm (until the ready line) to this file")
 	useTLS := fs.Bool("tls", false, "wss: TLS 1.3 without certificate verification (a loopback bench server's self-signed certificate)")
 	dialer := fs.String("dialer", "go", "go (a goroutine per dial on Go's net package) or epoll (Linux, ws only: one goroutine drives every dial in flight over raw non-blocking sockets)")
@@ -348,7 +351,8 @@ func runClients(args []string) error {
 		}
 		defer f.Close()
 	}
-	cfg := stormConfig{srv: srv, addr: *addr, n: *n, first: *first, conc: *conc, token: *token, channel: *channel, timeout: 30 * time.Second, helloTimeout: *helloTimeout}
+	cfg := stormConfig{srv: srv, addr: *addr, n: *n, first: *first, conc: *conc, token: *token, channel: *channel, timeout: 30 * time.Second, helloTimeout: *helloTimeout,
+		window: newWindow(*serverPID, *n)}
 	start := time.Now()
 	var res stormResult
 	switch *dialer {
@@ -371,9 +375,10 @@ func runClients(args []string) error {
 	ok := *n - int(res.failed)
 	// Fields by position (run.sh reads them): 2 ready, 4 failed, 6
 	// elapsed_ms, 8 rate, 10 lost_hellos, 12, 14, 16 medians in ms, 18
-	// the process's CPU (user + system, from its start) in ms.
-	fmt.Printf("ready %d failed %d elapsed_ms %d rate_per_s %.0f lost_hellos %d upgrade_p50_ms %.1f welcome_p50_ms %.1f subscribed_p50_ms %.1f cpu_ms %d first_error %s\n",
-		ok, res.failed, elapsed.Milliseconds(), float64(ok)/elapsed.Seconds(), res.lost, median(res.upgrades), median(res.welcomes), median(res.subs), cpu.Milliseconds(), res.firstErr)
+	// the process's CPU (user + system, from its start) in ms, 20 to 28
+	// the window's (-1 without -server-pid), then the first error.
+	fmt.Printf("ready %d failed %d elapsed_ms %d rate_per_s %.0f lost_hellos %d upgrade_p50_ms %.1f welcome_p50_ms %.1f subscribed_p50_ms %.1f cpu_ms %d %s first_error %s\n",
+		ok, res.failed, elapsed.Milliseconds(), float64(ok)/elapsed.Seconds(), res.lost, median(res.upgrades), median(res.welcomes), median(res.subs), cpu.Milliseconds(), cfg.window.fields(), res.firstErr)
 
 	var mu sync.Mutex
 	var lats []int64

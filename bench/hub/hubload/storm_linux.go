@@ -338,6 +338,7 @@ func (s *estorm) leave(es *esess) {
 func (s *estorm) done(es *esess) {
 	s.leave(es)
 	s.res.record(es.st, s.cfg.channel != "")
+	s.cfg.window.setUp()
 	s.fds[es.i] = es.fd
 	if len(es.buf) > 0 {
 		s.leftover[es.i] = bytes.Clone(es.buf)
