@@ -97,3 +97,43 @@ func TestVerifyHeaderCache(t *testing.T) {
 		}
 	})
 }
+
+// TestVerifyClocksApart checks that concurrent checks each judge expiry at
+// their own time, though they share the Verifier's pooled validators.
+func TestVerifyClocksApart(t *testing.T) {
+	v, err := New(Config{Keys: []KeyConfig{{Algorithm: "HS256", Secret: secret}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Unix(1_800_000_000, 0)
+	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), Claims{Tenant: "acme", Channels: []string{">"},
+		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(exp)}})
+	before, after := exp.Add(-time.Minute), exp.Add(time.Minute)
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 500 {
+				now, want := before, Reason("")
+				if (g+i)%2 == 1 {
+					now, want = after, ReasonExpired
+				}
+				_, err := v.Verify(tok, now)
+				var e *Error
+				got := Reason("")
+				if errors.As(err, &e) {
+					got = e.Reason
+				}
+				if got != want {
+					errs <- fmt.Errorf("goroutine %d, check %d at %v: reason %q, want %q", g, i, now, got, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
