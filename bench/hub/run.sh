@@ -205,6 +205,15 @@ versus_turn() {
 		flags=(-server centrifugo -centrifugo-protocol "${CF_PROTOCOL:-protobuf}" -addr "$CF_ADDR")
 	fi
 	sleep 1
+	if [ -n "${HUB_SYSCALLS:-}" ]; then
+		# perf stat -p counts the threads the server has when it attaches:
+		# a first storm of 500 sessions (closed again) makes the ones the
+		# storm needs, which a server otherwise starts during it.
+		start_clients 500 200000 bench /dev/null 1 -conc 100 "${flags[@]}"
+		wait_line "$work/out.200000" '^ready'
+		stop_clients 200000
+		sleep 1
+	fi
 	local c0 c1 s0 s1 prof=
 	if [ "$srv" = hub ] && [ -n "${HUB_CPUPROFILE:-}" ] && [ "$run" = 1 ]; then
 		curl -s "http://$ADMIN/debug/pprof/profile?seconds=${HUB_CPUPROFILE_SECONDS:-3}" >"$HUB_CPUPROFILE" &
