@@ -70,6 +70,7 @@ type Limiter struct {
 	cfg   LimiterConfig
 	room  *waitingRoom  // nil without Queue.MaxWait
 	rate  atomic.Uint64 // admissions per second, float64 bits (Rate)
+	busy  atomic.Uint64 // admissions per second while full, float64 bits (BusyRate)
 	rnd   jitter        // RetryAfter's draws
 
 	mu         sync.Mutex // guards the flush state below
@@ -410,7 +411,8 @@ func (l *Limiter) flushLocked(now int64) {
 	// ceilings keep in-flight low while it turns work away is not far
 	// from full.
 	rej := l.rejected.Load()
-	demand := float64(peak) + float64(rej-l.lastRejAll)
+	refused := rej - l.lastRejAll
+	demand := float64(peak) + float64(refused)
 	l.lastRejAll = rej
 	l.holdAll = max(demand, l.holdAll*halfLife(time.Duration(now-l.lastNs)))
 	start := l.base.Add(time.Duration(now))
@@ -434,6 +436,16 @@ func (l *Limiter) flushLocked(now int64) {
 		}
 		inst := float64(acquired) / span.Seconds()
 		l.rate.Store(math.Float64bits(l.Rate()*d + inst*(1-d)))
+		// Only an interval in which the Limiter was full (in-flight at
+		// its limit, work refused or waiting) says what the node can
+		// take; a quiet one says only that little was asked, and leaves
+		// the busy rate where the last full interval put it.
+		if peak >= int(l.ceil[P0].Load()) || refused > 0 || (l.room != nil && l.room.n.Load() > 0) {
+			if b := l.BusyRate(); b > 0 {
+				inst = b*d + inst*(1-d)
+			}
+			l.busy.Store(math.Float64bits(inst))
+		}
 	}
 	if !l.cfg.TimeEvery {
 		// Acquisitions per flush interval, over what may have been a

@@ -147,7 +147,7 @@ func (l *Limiter) AcquireOrWait(p Priority, done func(tok Token, ok bool)) (Toke
 // measured (Little's law), known from the first windows. Zero when none
 // is known.
 func (l *Limiter) capacity() float64 {
-	c := l.Rate()
+	c := max(l.Rate(), l.BusyRate())
 	st := l.lim.Stats()
 	for _, rtt := range []time.Duration{st.IdealRTT, st.RTT} {
 		if rtt > 0 {
@@ -323,3 +323,9 @@ func (l *Limiter) retryRange(p Priority, take bool) (lo, hi time.Duration) {
 // Rate returns the admissions per second measured by the flushes, a
 // moving average with a one-second half-life; zero before any.
 func (l *Limiter) Rate() float64 { return math.Float64frombits(l.rate.Load()) }
+
+// BusyRate returns the admissions per second measured over the flush
+// intervals in which the Limiter was full (in-flight at its limit, work
+// refused or waiting), with Rate's half-life; it holds through quiet
+// spells. Zero before the Limiter was first full.
+func (l *Limiter) BusyRate() float64 { return math.Float64frombits(l.busy.Load()) }

@@ -397,3 +397,51 @@ func TestRateAfterAnIdleSpell(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestBusyRateHoldsThroughAQuietSpell: the capacity a herd's hints are
+// spaced by is the rate the Limiter admitted at while it was last full,
+// not what a quiet spell before the herd asked of it. A Limiter full at
+// about 1,000 admissions a second, then a trickle of one slow request a
+// second for 20 s (Rate falls to 50, the limit over the latency to 20),
+// then 1,000 refusals at once: their places are spaced at the busy rate
+// (0.7 s for all of them), not at the trickle's (14 s; a 10x storm
+// through two edges had its goodput halved by that).
+func TestBusyRateHoldsThroughAQuietSpell(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Second})
+		stop := closedLoop(t, l, 10, 10*time.Millisecond)
+		time.Sleep(2 * time.Second)
+		stop()
+		time.Sleep(100 * time.Millisecond)
+		busy := l.BusyRate()
+		if busy < 500 || busy > 2000 {
+			t.Fatalf("busy rate %.0f/s after 2 s full at about 1,000/s", busy)
+		}
+		for range 20 {
+			tok, ok := l.TryAcquirePriority(P2)
+			if !ok {
+				t.Fatal("a trickle request refused")
+			}
+			time.Sleep(500 * time.Millisecond)
+			tok.Success()
+			time.Sleep(500 * time.Millisecond)
+		}
+		// The flush after each idle second counts its one admission over
+		// one flush interval: Rate reads 50/s, not 1.
+		if r := l.Rate(); r > 100 {
+			t.Fatalf("rate %.1f/s after 20 s of one request a second", r)
+		}
+		if b := l.BusyRate(); b != busy {
+			t.Errorf("busy rate moved from %.0f to %.0f/s in a spell that was never full", busy, b)
+		}
+		first, _ := l.RetryRange(P2)
+		for range 1000 {
+			l.RetryAfter(P2)
+		}
+		last, _ := l.RetryRange(P2)
+		if d := last - first; d > 3*time.Second {
+			t.Errorf("1,000 refusals after the quiet spell moved the hint by %v; want about 0.7 s (the busy rate's spacing)", d)
+		}
+		synctest.Wait()
+	})
+}
