@@ -50,7 +50,7 @@ func feedbackNATS(t *testing.T, host string) *natsutil.Embedded {
 func feedbackHub(t *testing.T, host, url string) *hub.Hub {
 	t.Helper()
 	return startFeedbackHub(t, host, url, func(cfg *hub.Config) {
-		cfg.Overload.Enabled = true
+		cfg.Overload.Enabled, cfg.Overload.LatencyStages = true, true
 		cfg.Overload.Shedder = limit.ShedderConfig{Target: time.Nanosecond, MinSamples: 1, EvalInterval: 20 * time.Millisecond,
 			RiseDwell: time.Nanosecond, FallDwell: 100 * time.Millisecond, MaxFallDwell: 200 * time.Millisecond}
 	})

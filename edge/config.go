@@ -171,11 +171,11 @@ type AdmissionConfig struct {
 	// that latency above shedder.target raises the stage (up to
 	// shedder.latency_ceiling, sever-p1 here). Off by default: the
 	// handshake latency of an edge is its origins' (and the network's),
-	// and each origin sheds on its own latency and says so with its own
-	// hints, which reach the device unchanged; a second latency shedder in
-	// series refuses what the origins take (measured: docs/benchmarks.md,
-	// the edge storm) and an absolute target sheds P2 for good behind a
-	// distant origin. The handshake Limiter, whose gradient is relative to
+	// a latency shedder in series with an origin's refuses what the origin
+	// takes (measured: docs/benchmarks.md, the edge storm), an absolute
+	// target sheds P2 for good behind a distant origin, and in a storm a
+	// refusal at Hello comes after the connection it would save (the
+	// hub's overload.latency_stages is off by default for that reason). The handshake Limiter, whose gradient is relative to
 	// the path's own ideal latency, breathes with the origins instead.
 	LatencyStages bool `yaml:"latency_stages"`
 	// SlowHandshake is the handshake latency (p99 of a window) above

@@ -167,10 +167,21 @@ type OverloadConfig struct {
 	// sessions by priority, paced severing of open ones) and the adaptive
 	// Limiter for in-flight publishes.
 	Enabled bool `yaml:"enabled"`
-	// Shedder configures the stages; its latency signal is the hub's
-	// handshake latency (connection to Welcome), its resource signal the
-	// Go heap and the open file descriptors.
+	// Shedder configures the stages; its resource signal is the Go heap
+	// and the open file descriptors.
 	Shedder limit.ShedderConfig `yaml:"shedder"`
+	// LatencyStages feeds the handshake latencies (connection to Welcome)
+	// to the Shedder too, so that latency above shedder.target raises the
+	// stage. Off by default: in a reconnect storm that latency is the
+	// herd's own queue, and a session refused at its Hello has already
+	// cost the connection, the upgrade and the token check that refusing
+	// it would save, so each refusal turns one set-up into several
+	// (measured: 30,000 sessions dropped on 3 hubs were 99 % back in
+	// 53.7 s with it, the stages up to the lifeboat and refusing P0, and
+	// in 5.3 s without; docs/benchmarks.md, "kraken: 100,000 sessions").
+	// Without it the stages move on resources only, and a herd is served
+	// as it queues.
+	LatencyStages bool `yaml:"latency_stages"`
 	// Publish configures the Limiter of in-flight publishes (default
 	// algorithm: gradient). A publish that finds no slot gets 1013 with a
 	// retry hint.

@@ -70,10 +70,13 @@ func (h *Hub) admit(rank int) admission {
 	return admission{admit: d.Admit, retryAfter: d.RetryAfter}
 }
 
-// observeHandshake feeds the time from connection to Welcome to the policy
-// and the handshake histogram.
+// observeHandshake feeds the time from connection to Welcome to the
+// handshake histogram, and to the policy with overload.latency_stages.
 func (h *Hub) observeHandshake(d time.Duration) {
 	h.latency.handshake.Observe(d.Seconds())
+	if !h.cfg.Overload.LatencyStages {
+		return
+	}
 	if o, ok := h.overload.(latencyObserver); ok {
 		o.Observe(d)
 	}

@@ -180,3 +180,41 @@ func TestPublishLimiter(t *testing.T) {
 		t.Fatalf("P2 publish with no P2 slot: %v, want 1013 with a hint", err)
 	}
 }
+
+// TestLatencyStagesAreOptIn: by default the hub's Shedder moves on its
+// heap and descriptors only, and handshake latency (a herd's own queue in
+// a storm) raises no stage and refuses nothing; with
+// overload.latency_stages it does. Every handshake here is over the 1 ns
+// target.
+func TestLatencyStagesAreOptIn(t *testing.T) {
+	tok := token(t, tokenOpts{})
+	for _, on := range []bool{false, true} {
+		th := startHub(t, func(c *Config, _ *Options) {
+			c.Overload.Enabled, c.Overload.LatencyStages = true, on
+			c.Overload.Shedder = limit.ShedderConfig{Target: time.Nanosecond, MinSamples: 1, EvalInterval: time.Millisecond, RiseDwell: time.Nanosecond}
+		})
+		refused := 0
+		for range 10 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			c, err := client.Dial(ctx, client.Config{Addrs: []string{th.wsAddr()}, Token: tok})
+			cancel()
+			var cl wire.Close
+			switch {
+			case errors.As(err, &cl) && cl.Code == wire.CloseTryAgainLater:
+				refused++
+			case err != nil:
+				t.Fatal(err)
+			default:
+				_ = c.Close()
+			}
+			time.Sleep(2 * time.Millisecond) // an evaluation between handshakes
+		}
+		st := th.Stats().Stage
+		if on && st == limit.StageNormal && refused == 0 {
+			t.Errorf("latency_stages on: stage normal and nothing refused after 10 handshakes over the target")
+		}
+		if !on && (st != limit.StageNormal || refused > 0) {
+			t.Errorf("latency_stages off: stage %v, %d of 10 refused; want normal, none", st, refused)
+		}
+	}
+}

@@ -5,8 +5,8 @@
 #   bash bench/kraken/storm.sh [-n 100000] [-hubs 6] [-agents 0] [-hold 60s]
 #                              [-recover 300s] [-policies "full none"]
 #
-# -hubs hub processes (memory history, pings every 10 min, overload on:
-# the staged shedder admits by priority and sheds with a retry hint) on
+# -hubs hub processes (memory history, pings every 10 min, overload on as
+# shipped: the staged shedder on heap and descriptors, the publish limiter) on
 # 127.0.1.1 .. 127.0.1.H, port 7400; `corral kraken run` splits the N
 # devices over its agent processes (-agents, 0: one per 18,000 devices;
 # each device on its own source address of 127.64.0.0/10). For each
