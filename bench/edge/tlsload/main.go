@@ -33,7 +33,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -265,13 +264,4 @@ func parseStat(s string) (procCPU, error) {
 		ticks[j] = t
 	}
 	return procCPU{user: time.Duration(ticks[0]) * time.Second / clockTick, sys: time.Duration(ticks[1]) * time.Second / clockTick}, nil
-}
-
-// selfCPU is this process's user and system time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

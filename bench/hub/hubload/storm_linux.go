@@ -17,6 +17,11 @@ import (
 	"github.com/corralhq/corral/bench/hub/internal/wsframe"
 )
 
+// epollET is EPOLLET's bit (1 << 31 on every Linux architecture): package
+// syscall spells it as a negative int on amd64 and a positive one on
+// arm64 and riscv64, so no one expression of it fits a uint32 on all.
+const epollET uint32 = 1 << 31
+
 // The epoll dialer. With a goroutine per dial on Go's net package, the
 // client cost more CPU per session than the hub (issue 10, item 13: the
 // two hubload processes used 86-92 % of their core in the hub's turn while
@@ -188,7 +193,7 @@ func (s *estorm) start(es *esess) {
 		s.fail(es, fmt.Errorf("connect: %w", err), false)
 		return
 	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | -syscall.EPOLLET, Fd: int32(fd)}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | epollET, Fd: int32(fd)}
 	if err := syscall.EpollCtl(s.ep, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		s.fail(es, fmt.Errorf("epoll_ctl: %w", err), false)
 	}
