@@ -443,9 +443,11 @@ type ShedderConfig struct {
 	LatencyCeiling Stage `yaml:"latency_ceiling"`
 	// RiseDwell is the least time in a stage before it rises. Default 1 s.
 	RiseDwell time.Duration `yaml:"rise_dwell"`
-	// FallDwell is the least time in a stage before it falls. It doubles
-	// (up to MaxFallDwell) each time the stage has to rise again soon after
-	// falling, so a steady overload does not flap. Default 10 s.
+	// FallDwell is how long a calm takes a stage down: a reject stage's
+	// re-admitted share grows from 0 to 1 over it, a severing stage waits
+	// it out. It doubles (up to MaxFallDwell) each time the stage has to
+	// rise again soon after falling, so a steady overload does not flap,
+	// and each 2 x FallDwell of unbroken calm halves it back. Default 10 s.
 	FallDwell time.Duration `yaml:"fall_dwell"`
 	// MaxFallDwell caps the doubled FallDwell. Default 5 min.
 	MaxFallDwell time.Duration `yaml:"max_fall_dwell"`

@@ -108,10 +108,12 @@ type Decision struct {
 // most StepDownRatio x Target, pressure low) the Shedder admits a share of
 // the highest priority the stage turns away, growing from 0 to 1 over
 // FallDwell of calm, and halved by every evaluation that finds the node
-// overloaded again. The stage falls once the share is whole and the node
-// still calm: the fall is taken on the evidence that the node carried the
-// work it re-admitted, and calm capacity is not left idle while the work
-// it turned away waits outside for the dwell to pass.
+// overloaded again (the stage rises only once the share is spent). The
+// stage falls once the share is whole and the node still calm: the fall
+// is taken on the evidence that the node carried the work it re-admitted,
+// and calm capacity is not left idle while the work it turned away waits
+// outside for the dwell to pass. The stages that sever re-admit nothing
+// and fall after FallDwell of unbroken calm.
 // Evaluation happens inside the calls that carry a time (AdmitAt,
 // SeverQuotaAt, EvaluateAt and their clock variants); no goroutine runs.
 //
@@ -391,7 +393,7 @@ func (s *Shedder) evaluate(now time.Time) {
 		}
 		s.setReadmit(v)
 	}
-	// Calm forgives earlier flaps: each FallDwell (as configured) of
+	// Calm forgives earlier flaps: each 2 x FallDwell (as configured) of
 	// unbroken calm halves a damped dwell back towards it, so a node that
 	// was overloaded for long does not take minutes per stage once calm.
 	if calm && s.fallDwell > s.cfg.FallDwell && now.Sub(latest(s.calmSince, s.forgivenAt)) >= 2*s.cfg.FallDwell {
