@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"testing"
@@ -208,7 +210,13 @@ func herdAtTheLimit(t *testing.T, n int, wait time.Duration) (te *testEdge, firs
 		h := helloFrame(token(t, tokenOpts{}))
 		h.GetHello().Priority = wire.PriorityOfRank(2 - i%3)
 		rs[i].send(t, h)
-		rs[i].send(t, &corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: "early"}}})
+		// Without a waiting room the edge may have refused the Hello and
+		// ended the stream already: gRPC's Send then says io.EOF, and the
+		// stream's status (the refusal) is Recv's to read below.
+		sub := &corralv1.ClientFrame{Id: 2, Frame: &corralv1.ClientFrame_Subscribe{Subscribe: &corralv1.Subscribe{Channel: "early"}}}
+		if err := rs[i].stream.Send(sub); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatalf("send: %v", err)
+		}
 	}
 	if wait > 0 {
 		testkit.WaitFor(t, 10*time.Second, "every Hello waiting", func() bool { return te.adm.handshake.Waiting() == n })
