@@ -29,11 +29,11 @@ import (
 	"net"
 	"os"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/corralhq/corral/bench/internal/proccpu"
 )
 
 func main() {
@@ -102,7 +102,7 @@ func run(args []string) error {
 	}
 
 	time.Sleep(*warmup)
-	sStart, err := serverCPU(*pid)
+	sStart, err := proccpu.Of(*pid)
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -122,15 +122,15 @@ func run(args []string) error {
 			return err
 		}
 	}
-	cStart := selfCPU()
+	cStart := proccpu.Self()
 	t0 := time.Now()
 	counting.Store(true)
 	time.Sleep(*d)
 	counting.Store(false)
 	wall := time.Since(t0)
 	pprof.StopCPUProfile() // nothing without -cpuprofile
-	sEnd, err := serverCPU(*pid)
-	cEnd := selfCPU()
+	sEnd, err := proccpu.Of(*pid)
+	cEnd := proccpu.Self()
 	cancel()
 	wg.Wait()
 	if err != nil {
@@ -146,9 +146,9 @@ func run(args []string) error {
 		line += fmt.Sprintf(" client_us_per_hs=%.1f", float64(cc.Microseconds())/float64(n))
 	}
 	if *pid > 0 {
-		sc := sEnd.cpu() - sStart.cpu()
+		sc := sEnd.CPU() - sStart.CPU()
 		line += fmt.Sprintf(" server_cpu_s=%.2f server_user_s=%.2f server_sys_s=%.2f server_busy=%.3f",
-			sc.Seconds(), (sEnd.user - sStart.user).Seconds(), (sEnd.sys - sStart.sys).Seconds(), sc.Seconds()/wall.Seconds())
+			sc.Seconds(), (sEnd.User - sStart.User).Seconds(), (sEnd.Sys - sStart.Sys).Seconds(), sc.Seconds()/wall.Seconds())
 		if n > 0 {
 			line += fmt.Sprintf(" server_us_per_hs=%.1f", float64(sc.Microseconds())/float64(n))
 		}
@@ -219,49 +219,4 @@ func handshake(ctx context.Context, d *net.Dialer, addr string, cfg *tls.Config,
 		return false, errors.New("the handshake did not resume")
 	}
 	return cs.DidResume, nil
-}
-
-// clockTick is USER_HZ, the unit of /proc/PID/stat's times (100 on every
-// Linux this runs on).
-const clockTick = 100
-
-// procCPU is a process's CPU time: user (utime) and kernel (stime).
-type procCPU struct{ user, sys time.Duration }
-
-func (p procCPU) cpu() time.Duration { return p.user + p.sys }
-
-// serverCPU returns the CPU time of process pid from /proc/PID/stat, all
-// of its threads; zero for pid 0.
-func serverCPU(pid int) (procCPU, error) {
-	if pid == 0 {
-		return procCPU{}, nil
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procCPU{}, err
-	}
-	return parseStat(string(b))
-}
-
-// parseStat reads utime and stime (fields 14 and 15) of a /proc/PID/stat
-// line. The command name (field 2) is in parentheses and may hold spaces
-// and parentheses: the fields are counted from the last ')'.
-func parseStat(s string) (procCPU, error) {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procCPU{}, errors.New("/proc stat: no command name")
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
-	if len(f) < 13 {
-		return procCPU{}, errors.New("/proc stat: too few fields")
-	}
-	var ticks [2]int64
-	for j, v := range f[11:13] {
-		t, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return procCPU{}, fmt.Errorf("/proc stat: %v", err)
-		}
-		ticks[j] = t
-	}
-	return procCPU{user: time.Duration(ticks[0]) * time.Second / clockTick, sys: time.Duration(ticks[1]) * time.Second / clockTick}, nil
 }

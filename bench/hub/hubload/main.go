@@ -39,6 +39,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/corralhq/corral/bench/hub/internal/wsframe"
+	"github.com/corralhq/corral/bench/internal/proccpu"
 	"github.com/corralhq/corral/hub/auth"
 	"github.com/corralhq/corral/wire"
 	"github.com/corralhq/corral/wire/corralv1"
@@ -364,7 +365,7 @@ func runClients(args []string) error {
 	case "go":
 		res = goStorm(cfg)
 	}
-	elapsed, cpu := time.Since(start), cpuTime()
+	elapsed, cpu := time.Since(start), proccpu.Self()
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}

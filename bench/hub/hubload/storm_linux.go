@@ -373,12 +373,3 @@ func (s *estorm) fail(es *esess, err error, lostHello bool) {
 		s.res.firstErr = err.Error()
 	}
 }
-
-// cpuTime is the process's user and system CPU so far (getrusage).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}

@@ -2,14 +2,8 @@
 
 package main
 
-import (
-	"errors"
-	"time"
-)
+import "errors"
 
 func epollStorm(stormConfig) (stormResult, error) {
 	return stormResult{}, errors.New("-dialer epoll needs Linux: use -dialer go")
 }
-
-// cpuTime is not measured outside Linux (0).
-func cpuTime() time.Duration { return 0 }

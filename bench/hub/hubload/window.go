@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/bench/internal/proccpu"
 )
 
 // window measures the steady part of a storm: from the moment a tenth of
@@ -25,7 +27,7 @@ type window struct {
 
 type mark struct {
 	at          time.Time
-	serverTicks int64
+	server      time.Duration
 	self        time.Duration
 	cores, idle [2]int64 // CPU 0 and 1: all and idle ticks
 	ok          bool
@@ -50,24 +52,16 @@ func (w *window) setUp() {
 }
 
 func (w *window) read() mark {
-	m := mark{at: time.Now(), self: cpuTime()}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(w.pid) + "/stat")
+	m := mark{at: time.Now(), self: proccpu.Self()}
+	srv, err := proccpu.Of(w.pid)
 	if err != nil {
 		return m
 	}
-	// The fields after the command's closing parenthesis: utime and stime
-	// are the 12th and 13th of them.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
+	st, err := os.ReadFile("/proc/stat")
+	if err != nil {
 		return m
 	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	st, err3 := os.ReadFile("/proc/stat")
-	if err1 != nil || err2 != nil || err3 != nil {
-		return m
-	}
-	m.serverTicks = u + s
+	m.server = srv.CPU()
 	for _, line := range strings.Split(string(st), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 9 || (f[0] != "cpu0" && f[0] != "cpu1") {
@@ -94,7 +88,6 @@ func (w *window) fields() string {
 		return "window_ms -1 window_server_cpu_ms -1 window_self_cpu_ms -1 window_core0_idle_pct -1 window_core1_idle_pct -1"
 	}
 	a, b := w.marks[0], w.marks[1]
-	tick := time.Second / time.Duration(clockTicks)
 	idle := func(c int) float64 {
 		if all := b.cores[c] - a.cores[c]; all > 0 {
 			return 100 * float64(b.idle[c]-a.idle[c]) / float64(all)
@@ -102,9 +95,5 @@ func (w *window) fields() string {
 		return -1
 	}
 	return fmt.Sprintf("window_ms %d window_server_cpu_ms %d window_self_cpu_ms %d window_core0_idle_pct %.0f window_core1_idle_pct %.0f",
-		b.at.Sub(a.at).Milliseconds(), (time.Duration(b.serverTicks-a.serverTicks) * tick).Milliseconds(), (b.self - a.self).Milliseconds(), idle(0), idle(1))
+		b.at.Sub(a.at).Milliseconds(), (b.server - a.server).Milliseconds(), (b.self - a.self).Milliseconds(), idle(0), idle(1))
 }
-
-// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux
-// architecture Go supports.
-const clockTicks = 100

@@ -1,14 +1,14 @@
 //go:build unix
 
-package main
+package proccpu
 
 import (
 	"syscall"
 	"time"
 )
 
-// selfCPU is this process's user and system time.
-func selfCPU() time.Duration {
+// Self is this process's user and system time.
+func Self() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
