@@ -102,7 +102,7 @@ func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (adm
 			// One hint pool for the cohort's turned-away part: the
 			// shedder's when it turned some away, else the limiter's.
 			h := make([]time.Duration, 0, hintDraws)
-			if admitted[p] < dec.Admitted && dec.Admit {
+			if dec.Admit { // all admitted by the shedder: the limiter refused
 				h = append(h, a.shed.Rejected(lp, now))
 			} else {
 				h = append(h, dec.RetryAfter)
