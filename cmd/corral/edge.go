@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	nbiologging "github.com/lesismal/nbio/logging"
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/edge"
@@ -52,7 +51,7 @@ The admin listener serves an index of its pages at /, the status page at
 // runEdge serves cfg until ctx ends, then drains.
 func runEdge(ctx context.Context, log *slog.Logger, cfg *edge.Config, _ string) error {
 	// nbio has one process-wide logger; the binary runs one edge.
-	nbiologging.SetLogger(nbioLog{log: log})
+	useNbioLog(log)
 	srv, adm, err := newEdgeParts(cfg, log)
 	if err != nil {
 		return err

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	nbiologging "github.com/lesismal/nbio/logging"
@@ -46,18 +48,32 @@ The admin listener serves an index of its pages at /, the status page at
 
 // nbioLog forwards the log lines of nbio (the hub's WebSocket engine) to
 // the process logger; nbio would print them on stdout, which carries only
-// results.
-type nbioLog struct{ log *slog.Logger }
+// results. nbio has one process-wide logger that its goroutines read
+// without a lock, so it is set once (useNbioLog), to this forwarder, and
+// the logger it forwards to is swapped atomically: the tests run several
+// commands in one process, and setting nbio's logger again while an
+// earlier command's engine logged was a data race.
+type nbioLog struct{}
 
-func (l nbioLog) Debug(f string, v ...any) { l.log.Debug("nbio: " + fmt.Sprintf(f, v...)) }
-func (l nbioLog) Info(f string, v ...any)  { l.log.Debug("nbio: " + fmt.Sprintf(f, v...)) }
-func (l nbioLog) Warn(f string, v ...any)  { l.log.Warn("nbio: " + fmt.Sprintf(f, v...)) }
-func (l nbioLog) Error(f string, v ...any) { l.log.Warn("nbio: " + fmt.Sprintf(f, v...)) }
+var (
+	nbioOnce   sync.Once
+	nbioTarget atomic.Pointer[slog.Logger]
+)
+
+// useNbioLog sends nbio's log lines to log from now on.
+func useNbioLog(log *slog.Logger) {
+	nbioTarget.Store(log)
+	nbioOnce.Do(func() { nbiologging.SetLogger(nbioLog{}) })
+}
+
+func (nbioLog) Debug(f string, v ...any) { nbioTarget.Load().Debug("nbio: " + fmt.Sprintf(f, v...)) }
+func (nbioLog) Info(f string, v ...any)  { nbioTarget.Load().Debug("nbio: " + fmt.Sprintf(f, v...)) }
+func (nbioLog) Warn(f string, v ...any)  { nbioTarget.Load().Warn("nbio: " + fmt.Sprintf(f, v...)) }
+func (nbioLog) Error(f string, v ...any) { nbioTarget.Load().Warn("nbio: " + fmt.Sprintf(f, v...)) }
 
 // runHub serves cfg until ctx ends, then drains.
 func runHub(ctx context.Context, log *slog.Logger, cfg *hub.Config, _ string) error {
-	// nbio has one process-wide logger; the binary runs one hub.
-	nbiologging.SetLogger(nbioLog{log: log})
+	useNbioLog(log)
 	srv, adm, err := newHubParts(cfg, log)
 	if err != nil {
 		return err

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	nbiologging "github.com/lesismal/nbio/logging"
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/kraken"
@@ -146,7 +145,7 @@ the coordinator orders it, or when the coordinator falls silent.`,
 			if err != nil {
 				return err
 			}
-			nbiologging.SetLogger(nbioLog{log: log})
+			useNbioLog(log)
 			ac.Logger = log
 			if sources != "" {
 				if ac.Sources, err = netip.ParsePrefix(sources); err != nil {
@@ -181,7 +180,7 @@ func runKraken(ctx context.Context, g *globals, path string, f krakenFlags) erro
 	}
 	// nbio has one process-wide logger; it would print on stdout, which
 	// carries the result.
-	nbiologging.SetLogger(nbioLog{log: log})
+	useNbioLog(log)
 	cfg := kraken.Config{
 		Targets: f.targets, Resolver: f.resolver, PublishURL: f.publish, CAFile: f.caFile,
 		Progress: g.stderr, ProgressEvery: f.every, Logger: log,

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	nbiologging "github.com/lesismal/nbio/logging"
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/edge"
@@ -108,7 +107,7 @@ func runUp(ctx context.Context, g *globals, f upFlags) error {
 		return err
 	}
 	// nbio has one process-wide logger, which would print on stdout.
-	nbiologging.SetLogger(nbioLog{log: log})
+	useNbioLog(log)
 	fl, err := fleet.New(fleet.Config{
 		Hubs: f.hubs, Edges: f.edges, Policy: f.policy, Pick: f.pick, DNSListen: f.dns,
 		HubWSPort: f.hubWS, HubGRPCPort: f.hubGRPC, EdgeWSPort: f.edgeWS, EdgeGRPCPort: f.edgeGRPC,
