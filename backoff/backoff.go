@@ -35,6 +35,7 @@ type Backoff struct {
 	attempt    int
 	prev       time.Duration
 	hint       time.Duration // pending retry-after hint, 0 when none
+	within     time.Duration // the pending hint's retry window, 0 when none
 }
 
 // NewBackoff builds a Backoff for the policy c describes, drawing its
@@ -65,7 +66,9 @@ func (b *Backoff) init() {
 
 // Next returns the delay to wait before the next attempt and advances the
 // schedule. When a hint is pending it returns Policy.HintDelay of the hint
-// instead of Policy.Delay and consumes the hint; either way the attempt
+// instead of Policy.Delay (or, when the hint came with a retry window, a
+// delay drawn uniformly within it: HintWithin) and consumes the hint;
+// either way the attempt
 // count advances and the returned delay becomes the previous delay that
 // decorrelated jitter grows from. Next draws exactly one number from the
 // random source per call.
@@ -73,10 +76,14 @@ func (b *Backoff) Next() time.Duration {
 	b.init()
 	u := b.rnd.Float64()
 	var d time.Duration
-	if b.hint > 0 {
+	switch {
+	case b.hint > 0 && b.within > 0:
+		d = windowDelay(b.policy, b.hint, b.within, u)
+		b.hint, b.within = 0, 0
+	case b.hint > 0:
 		d = b.policy.HintDelay(b.hint, u)
 		b.hint = 0
-	} else {
+	default:
 		d = b.policy.Delay(b.attempt, b.prev, u)
 	}
 	b.prev = d
@@ -100,20 +107,52 @@ func (b *Backoff) NextAfter(retryAfter time.Duration) time.Duration {
 	return b.Next()
 }
 
+// NextAfterWithin is NextAfter for a hint that came with the server's
+// retry window (wire.Close's RetryWithin): HintWithin then Next.
+func (b *Backoff) NextAfterWithin(retryAfter, within time.Duration) time.Duration {
+	b.HintWithin(retryAfter, within)
+	return b.Next()
+}
+
 // Reset starts the schedule over, as after a successful connection: the
 // attempt count and the previous delay go back to zero and a pending hint is
 // dropped.
 func (b *Backoff) Reset() {
-	b.attempt, b.prev, b.hint = 0, 0, 0
+	b.attempt, b.prev, b.hint, b.within = 0, 0, 0, 0
 }
 
 // Hint records a server's retry-after for the next call of Next. A hint of
 // zero or less is ignored. When several hints arrive before Next, the
 // largest wins, since each is a floor the server asked for.
-func (b *Backoff) Hint(retryAfter time.Duration) {
+func (b *Backoff) Hint(retryAfter time.Duration) { b.HintWithin(retryAfter, 0) }
+
+// HintWithin records a server's retry-after with the retry window the
+// server gave beside it: the next delay is drawn uniformly from
+// [retryAfter, retryAfter + within] instead of above the hint by the
+// policy's own jitter. A server that spaces the clients it refuses (a
+// virtual queue handing out places at the rate it admits) knows the slot
+// each should come back in; the policy's jitter on top, [h, 2h] for full
+// jitter, would stretch the herd's return over as long again as the
+// server planned (the shape of issue 14's 10x storm). The hint is clamped
+// to the policy's maximum hint as Hint's is, and so is the window; a
+// window of zero or less is none (the policy's jitter). When several hints
+// arrive before Next, the largest wins with its own window.
+func (b *Backoff) HintWithin(retryAfter, within time.Duration) {
 	if retryAfter > b.hint {
-		b.hint = retryAfter
+		b.hint, b.within = retryAfter, max(within, 0)
 	}
+}
+
+// windowDelay draws a delay uniformly within [h, h + w] by u, the hint and
+// the window each clamped to p's maximum hint (HintDelay at u = 0 is the
+// clamped hint, without jitter).
+func windowDelay(p Policy, h, w time.Duration, u float64) time.Duration {
+	h, w = p.HintDelay(h, 0), p.HintDelay(w, 0)
+	d := h + time.Duration(clampU(u)*float64(w))
+	if d < h {
+		d = h
+	}
+	return d
 }
 
 // HintAt records a retry-after given as a point in time (an HTTP-date

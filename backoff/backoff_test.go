@@ -324,3 +324,61 @@ func TestBackoffNextAfter(t *testing.T) {
 		t.Errorf("Attempt = %d after 5 NextAfter, want 5", a.Attempt())
 	}
 }
+
+// TestBackoffHintWithin checks the server's retry window: the next delay
+// is drawn uniformly within [h, h + w] whatever the policy (none and full
+// jitter alike: the window replaces the policy's jitter above the hint),
+// both clamped to MaxHint; the largest hint wins with its own window; a
+// window of zero or less is the policy's jitter; Reset drops both.
+func TestBackoffHintWithin(t *testing.T) {
+	h, w := 10*time.Second, 500*time.Millisecond
+	for _, n := range []string{PolicyNone, PolicyFull} {
+		b := mustBackoff(t, Config{Policy: n}, 7)
+		var sum time.Duration
+		lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
+		const draws = 4000
+		for range draws {
+			d := b.NextAfterWithin(h, w)
+			lo, hi = min(lo, d), max(hi, d)
+			sum += d
+		}
+		if lo < h || hi > h+w {
+			t.Errorf("%s: delays within [%v, %v], want within [%v, %v]", n, lo, hi, h, h+w)
+		}
+		// Uniform: the extremes near the window's ends, the mean near its middle.
+		if lo > h+w/50 || hi < h+w-w/50 {
+			t.Errorf("%s: delays within [%v, %v] do not fill the window [%v, %v]", n, lo, hi, h, h+w)
+		}
+		if mean := sum / draws; mean < h+w/2-w/20 || mean > h+w/2+w/20 {
+			t.Errorf("%s: mean delay %v, want about %v", n, mean, h+w/2)
+		}
+	}
+	b := mustBackoff(t, Config{Policy: PolicyFull}, 1)
+	b.HintWithin(2*time.Second, time.Millisecond)
+	b.HintWithin(time.Second, time.Hour) // smaller hint: ignored, window too
+	if d := b.Next(); d < 2*time.Second || d > 2*time.Second+time.Millisecond {
+		t.Errorf("the largest hint's window: %v, want within [2s, 2.001s]", d)
+	}
+	b.HintWithin(time.Second, time.Millisecond)
+	b.Hint(3 * time.Second) // larger hint without a window: the policy's jitter
+	if d := b.Next(); d < 3*time.Second || d > 6*time.Second {
+		t.Errorf("a larger hint without a window: %v, want full jitter's [3s, 6s]", d)
+	}
+	for range 50 {
+		b.HintWithin(time.Second, -time.Second)
+		if d := b.Next(); d < time.Second || d > 2*time.Second {
+			t.Fatalf("a negative window: %v, want full jitter's [1s, 2s]", d)
+		}
+	}
+	b.HintWithin(time.Second, time.Millisecond)
+	b.Reset()
+	if d := b.Next(); d > DefaultBase {
+		t.Errorf("after Reset: %v, want the schedule's first delay (at most %v)", d, DefaultBase)
+	}
+	capped := mustBackoff(t, Config{Policy: PolicyFull, MaxHint: time.Minute}, 3)
+	for range 50 {
+		if d := capped.NextAfterWithin(time.Hour, time.Hour); d < time.Minute || d > 2*time.Minute {
+			t.Fatalf("an hour's hint and window under a 1m MaxHint: %v, want within [1m, 2m]", d)
+		}
+	}
+}

@@ -46,4 +46,10 @@
 // even above the policy's cap (the server knows its recovery time better
 // than the client's cap does), but it is clamped to Config.MaxHint so a
 // buggy or hostile server cannot park its clients forever.
+//
+// A server that spaces its refused clients itself (corral's admission hands
+// out places in a virtual queue) sends a retry window w beside the hint:
+// HintWithin (or NextAfterWithin) draws the next delay uniformly from
+// [h, h+w] instead, so the policy's jitter does not stretch the herd's
+// return past the slots the server planned.
 package backoff

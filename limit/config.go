@@ -315,12 +315,15 @@ type LimiterConfig struct {
 	// Retry shapes the hints of RetryAfter (min 1 s, max 5 min, spread
 	// 0.1: the virtual queue's places spread a refused herd already).
 	Retry RetryConfig `yaml:"retry"`
-	// ClientSpread is the jitter the clients add above a hint, as a share
-	// of it: corral's clients (package backoff's HintDelay) come back
-	// uniformly within [h, 2h], ClientSpread 1, the default; negative:
-	// clients that come back at the hint exactly. RetryAfter hands out
-	// the places of its virtual queue faster by that much, so the
-	// refused come back at the node's rate.
+	// ClientSpread is the spread of the refused clients' returns above
+	// their place in the virtual queue, as a share of it. 0, the default:
+	// the clients draw within the window RetryWindow hands out (corral's
+	// clients, given wire's retry_within_ms), so the spread is
+	// Retry.Spread; 1: clients that get a point hint and add full
+	// jitter's [h, 2h] above it (package backoff's HintDelay); negative:
+	// clients that come back at the hint exactly. The places are handed
+	// out faster by that much, so the refused come back at the node's
+	// rate.
 	ClientSpread float64 `yaml:"client_spread"`
 	// Rand is the random source of RetryAfter's jitter. Nil means an
 	// internal SplitMix64 seeded with Seed.
@@ -398,7 +401,6 @@ func (c LimiterConfig) withDefaults() (LimiterConfig, error) {
 	c.Reserve = c.Reserve.withDefaults()
 	def(&c.Retry.Spread, 0.1)
 	c.Retry = c.Retry.withDefaults()
-	def(&c.ClientSpread, 1)
 	if c.Queue.MaxWait > 0 {
 		def(&c.Queue.Max, 10_000)
 	}

@@ -256,9 +256,16 @@ func (l *Limiter) Waiting() int {
 // second burst, and is not told to wait longer than the node needs.
 // Without a waiting room it is Retry.Min.
 func (l *Limiter) RetryAfter(p Priority) time.Duration {
-	lo, hi := l.retryRange(p, true)
-	return lo + time.Duration(l.rnd.float64()*float64(hi-lo))
+	return l.RetryWindow(p).At(l.rnd.float64())
 }
+
+// RetryWindow takes a place in the virtual queue as RetryAfter does and
+// returns the whole window RetryAfter would draw from, [e, e x (1 +
+// Spread)), to send to clients that draw within it themselves (wire's
+// retry_within_ms, backoff's HintWithin). Clients that add their own
+// policy's jitter above a hint instead would come back over as long again
+// as the node needs (ClientSpread).
+func (l *Limiter) RetryWindow(p Priority) Retry { return retryOf(l.retryRange(p, true)) }
 
 // RetryRange returns the range [lo, hi) the next RetryAfter of priority
 // p draws from, without taking a place.
@@ -273,13 +280,15 @@ func (l *Limiter) retryRange(p Priority, take bool) (lo, hi time.Duration) {
 	if r := l.room; r != nil {
 		c := l.capacity()
 		// Promised places are handed out faster than the node serves,
-		// by the spread the clients add above a hint: a client told h
-		// comes back uniformly within [h, (1 + j) h], so devices told
-		// k/r (k = 1, 2, ...) arrive at r ln(1 + j) / j a second; at
-		// r = c j / ln(1 + j) they arrive at the node's rate c (1.44 c for
-		// corral's clients, j = 1).
+		// by the spread of the clients' returns above a place: a client
+		// told k/r comes back uniformly within [k/r, (1 + j) k/r], so
+		// devices told k/r (k = 1, 2, ...) arrive at r ln(1 + j) / j a
+		// second; at r = c j / ln(1 + j) they arrive at the node's rate c
+		// (1.05 c for clients that draw within the window, j = Spread =
+		// 0.1; 1.44 c for clients that add full jitter above a hint, j =
+		// 1).
 		rate := c
-		if j := l.cfg.ClientSpread; j > 0 {
+		if j := l.clientSpread(); j > 0 {
 			rate = c * j / math.Log1p(j)
 		}
 		now := l.nowNs()
@@ -318,6 +327,16 @@ func (l *Limiter) retryRange(p Priority, take bool) (lo, hi time.Duration) {
 	}
 	est = min(est, rc.Max)
 	return est, est + time.Duration(rc.Spread*float64(est))
+}
+
+// clientSpread is the spread j of the clients' returns above a place:
+// ClientSpread, or the window's own (Retry.Spread) when they draw within
+// it (ClientSpread 0); none for negative.
+func (l *Limiter) clientSpread() float64 {
+	if j := l.cfg.ClientSpread; j != 0 {
+		return j
+	}
+	return l.cfg.Retry.Spread
 }
 
 // Rate returns the admissions per second measured by the flushes, a

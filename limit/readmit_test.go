@@ -141,6 +141,19 @@ func TestHintsEndWithTheReadmission(t *testing.T) {
 			t.Fatalf("hint %v outside [%v, %v)", d.RetryAfter, lo, hi)
 		}
 	}
+	// The window a rejection carries is the same range, whole: what a
+	// server sends to clients that draw within it (wire's retry_within_ms).
+	if w := s.RetryWindowAt(P2, s.cfg.Clock.Now()); w.After != lo || w.After+w.Within != hi {
+		t.Errorf("RetryWindowAt = %+v, want [%v, %v)", w, lo, hi)
+	}
+	for range 200 {
+		if d := s.AdmitAt(P2, s.cfg.Clock.Now()); !d.Admit && (d.Retry.After != lo || d.Retry.After+d.Retry.Within != hi) {
+			t.Fatalf("a rejection's window %+v, want [%v, %v)", d.Retry, lo, hi)
+		}
+	}
+	if got := (Retry{After: time.Second, Within: time.Second}).At(0.25); got != 1250*time.Millisecond {
+		t.Errorf("Retry.At(0.25) of [1s, 2s] = %v, want 1.25s", got)
+	}
 }
 
 // TestCohortReadmission: AdmitNAt admits the share's part of a cohort (the

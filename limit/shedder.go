@@ -88,9 +88,34 @@ type Decision struct {
 	// when all n were).
 	Admitted int64
 	// RetryAfter is the jittered retry hint for a rejection, zero when
-	// admitted.
+	// admitted: a point drawn from Retry.
 	RetryAfter time.Duration
+	// Retry is the window RetryAfter was drawn from (RetryWindowAt), zero
+	// when admitted: a server whose protocol carries a retry window sends
+	// it whole and lets each client draw (wire's retry_within_ms).
+	Retry Retry
 }
+
+// Retry is a retry hint as a window: the client comes back uniformly
+// within [After, After + Within]. A server that spaces the work it turns
+// away (a Limiter's virtual queue, a Shedder's re-admission ramp) knows
+// the window each refused client belongs in; sent whole, the client draws
+// within it and adds none of its own policy's jitter, which would stretch
+// the herd's return past the window (package backoff, HintWithin). Within
+// is zero for a hint that is a point.
+type Retry struct {
+	After, Within time.Duration
+}
+
+// At returns the point of the window at u in [0, 1): the single hint to
+// send where the protocol carries no window (HTTP Retry-After, gRPC's
+// retry pushback), drawn with a uniform u so the herd stays spread.
+func (r Retry) At(u float64) time.Duration {
+	return r.After + time.Duration(min(max(u, 0), 1)*float64(r.Within))
+}
+
+// retryOf is the Retry of the range [lo, hi).
+func retryOf(lo, hi time.Duration) Retry { return Retry{After: lo, Within: max(hi-lo, 0)} }
 
 // Shedder decides, by priority and in stages, what a node turns away and
 // what it lets go when it is overloaded. It owns no sockets: Admit says
@@ -278,7 +303,8 @@ func (s *Shedder) AdmitNAt(p Priority, n int64, now time.Time) Decision {
 	if k == n && n > 0 {
 		return Decision{Admit: true, Admitted: n, Stage: st}
 	}
-	return Decision{Admitted: k, Stage: st, RetryAfter: s.RetryAfterAt(p, now)}
+	r := s.RetryWindowAt(p, now)
+	return Decision{Admitted: k, Stage: st, RetryAfter: r.At(s.rnd.float64()), Retry: r}
 }
 
 // Rejected turns an admission of priority p into a rejection: call it when
@@ -553,8 +579,13 @@ func (s *Shedder) RetryAfter(p Priority) time.Duration { return s.RetryAfterAt(p
 // RetryAfterAt returns a retry hint for work of priority p turned away at
 // now, drawn uniformly from RetryRangeAt.
 func (s *Shedder) RetryAfterAt(p Priority, now time.Time) time.Duration {
-	lo, hi := s.RetryRangeAt(p, now)
-	return lo + time.Duration(s.rnd.float64()*float64(hi-lo))
+	return s.RetryWindowAt(p, now).At(s.rnd.float64())
+}
+
+// RetryWindowAt returns RetryRangeAt as a Retry, the window to send whole
+// to clients that draw within it.
+func (s *Shedder) RetryWindowAt(p Priority, now time.Time) Retry {
+	return retryOf(s.RetryRangeAt(p, now))
 }
 
 // RetryRangeAt returns the range [lo, hi) that RetryAfterAt draws its hints

@@ -72,61 +72,74 @@ func TestGRPCMapping(t *testing.T) {
 
 func TestReasonRoundTrip(t *testing.T) {
 	cases := []struct {
-		name  string
-		retry time.Duration
-		text  string
-		want  string
+		name          string
+		retry, within time.Duration
+		text          string
+		want          string
+		wantW         time.Duration // the window read back
 	}{
 		{name: "hint and text", retry: 1234 * time.Millisecond, text: "draining", want: "retry_after_ms=1234 draining"},
 		{name: "hint only", retry: 2 * time.Second, want: "retry_after_ms=2000"},
 		{name: "text only", text: "bye", want: "bye"},
 		{name: "sub-millisecond hint rounds up", retry: 1500 * time.Microsecond, want: "retry_after_ms=2"},
 		{name: "text that looks like a hint", text: "retry_after_ms=x", want: "retry_after_ms=x"},
+		{name: "hint, window and text", retry: 1234 * time.Millisecond, within: 120 * time.Millisecond, text: "full", want: "retry_after_ms=1234 retry_within_ms=120 full", wantW: 120 * time.Millisecond},
+		{name: "hint and window", retry: time.Second, within: 1500 * time.Microsecond, want: "retry_after_ms=1000 retry_within_ms=2", wantW: 2 * time.Millisecond},
+		{name: "window without a hint is dropped", within: time.Second, text: "bye", want: "bye"},
+		{name: "text that looks like a window", retry: time.Second, text: "retry_within_ms=x", want: "retry_after_ms=1000 retry_within_ms=x"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := FormatReason(tc.retry, tc.text)
+			got := FormatReason(tc.retry, tc.within, tc.text)
 			if got != tc.want {
 				t.Fatalf("FormatReason = %q, want %q", got, tc.want)
 			}
-			r, text := ParseReason(got)
+			r, w, text := ParseReason(got)
 			wantRetry := tc.retry.Round(0)
 			if tc.retry%time.Millisecond != 0 {
 				wantRetry = (tc.retry/time.Millisecond + 1) * time.Millisecond
 			}
-			if r != wantRetry || text != tc.text {
-				t.Errorf("ParseReason(%q) = %v, %q; want %v, %q", got, r, text, wantRetry, tc.text)
+			if r != wantRetry || w != tc.wantW || text != tc.text {
+				t.Errorf("ParseReason(%q) = %v, %v, %q; want %v, %v, %q", got, r, w, text, wantRetry, tc.wantW, tc.text)
 			}
 		})
 	}
 }
 
 func TestParseReasonForeign(t *testing.T) {
-	for _, s := range []string{"", "going away", "retry_after_ms=", "retry_after_ms=12x", "retry_after_ms=99999999999999999 big", "Retry_after_ms=5"} {
-		r, text := ParseReason(s)
-		if r != 0 || text != s {
-			t.Errorf("ParseReason(%q) = %v, %q; want no hint and the text whole", s, r, text)
+	for _, s := range []string{"", "going away", "retry_after_ms=", "retry_after_ms=12x", "retry_after_ms=99999999999999999 big", "Retry_after_ms=5", "retry_within_ms=5 text"} {
+		r, w, text := ParseReason(s)
+		if r != 0 || w != 0 || text != s {
+			t.Errorf("ParseReason(%q) = %v, %v, %q; want no hint and the text whole", s, r, w, text)
+		}
+	}
+	// After a hint, anything but a well-formed window is text.
+	for _, s := range []string{"retry_within_ms=", "retry_within_ms=0 x", "retry_within_ms=7x", "retry_within_ms=9999999999999 x"} {
+		r, w, text := ParseReason("retry_after_ms=5 " + s)
+		if r != 5*time.Millisecond || w != 0 || text != s {
+			t.Errorf("ParseReason(hint + %q) = %v, %v, %q; want the hint, no window and the rest as text", s, r, w, text)
 		}
 	}
 }
 
 func TestReasonLength(t *testing.T) {
 	long := strings.Repeat("é", 100) // 200 bytes
-	got := FormatReason(time.Second, long)
+	got := FormatReason(time.Second, 100*time.Millisecond, long)
 	if len(got) > MaxReasonBytes {
 		t.Fatalf("reason of %d bytes, limit %d", len(got), MaxReasonBytes)
 	}
 	if !utf8.ValidString(got) {
 		t.Fatalf("reason cut inside a rune: %q", got)
 	}
-	if r, _ := ParseReason(got); r != time.Second {
-		t.Errorf("hint lost after the cut: %v", r)
+	if r, w, _ := ParseReason(got); r != time.Second || w != 100*time.Millisecond {
+		t.Errorf("hint or window lost after the cut: %v, %v", r, w)
 	}
 }
 
 func TestStatusRoundTrip(t *testing.T) {
 	for _, c := range []Close{
 		{Code: CloseTryAgainLater, RetryAfter: 1500 * time.Millisecond, Text: "admission"},
+		{Code: CloseTryAgainLater, RetryAfter: 1500 * time.Millisecond, RetryWithin: 90 * time.Millisecond, Text: "admission"},
 		{Code: CloseGoingAway, RetryAfter: 3 * time.Second, Text: "drain"},
 		{Code: ClosePolicyViolation, Text: "token expired"},
 		{Code: CloseSlowConsumer},

@@ -20,11 +20,13 @@
 // names, string lengths, priorities) and returns a Close with
 // CloseBadRequest. A Codec is immutable and safe for concurrent use.
 //
-// Close describes the end of a session: a CloseCode, a retry hint and a
-// text. Close.Reason builds the WebSocket close reason
-// ("retry_after_ms=1500 draining"), ParseReason reads it back, Close.Status
-// builds the gRPC status (with RetryInfo and the exact close code in an
-// ErrorInfo) and CloseFromStatus reads that back. README.md has the table of
+// Close describes the end of a session: a CloseCode, a retry hint, a retry
+// window (the slot within which the server asks the client to come back)
+// and a text. Close.Reason builds the WebSocket close reason
+// ("retry_after_ms=1500 retry_within_ms=150 draining"), ParseReason reads it
+// back, Close.Status builds the gRPC status (with RetryInfo, and the exact
+// close code and the window in an ErrorInfo) and CloseFromStatus reads that
+// back. README.md has the table of
 // close codes.
 //
 // The package imports no other corral package.

@@ -58,16 +58,16 @@ func ExampleDecodeError() {
 // Shedding closes a session with 1001 and a retry hint in the reason; the
 // same Close becomes a gRPC status for gRPC sessions.
 func ExampleClose() {
-	c := wire.Close{Code: wire.CloseGoingAway, RetryAfter: 2500 * time.Millisecond, Text: "shed p2"}
+	c := wire.Close{Code: wire.CloseGoingAway, RetryAfter: 2500 * time.Millisecond, RetryWithin: 250 * time.Millisecond, Text: "shed p2"}
 	reason := c.Reason()
-	retry, text := wire.ParseReason(reason)
+	retry, within, text := wire.ParseReason(reason)
 	fmt.Println(reason)
-	fmt.Println(retry, text)
+	fmt.Println(retry, within, text)
 	fmt.Println(c.Status().Code())
 	fmt.Println(wire.CloseFromStatus(c.Status().Err()) == c)
 	// Output:
-	// retry_after_ms=2500 shed p2
-	// 2.5s shed p2
+	// retry_after_ms=2500 retry_within_ms=250 shed p2
+	// 2.5s 250ms shed p2
 	// Unavailable
 	// true
 }

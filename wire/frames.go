@@ -24,7 +24,7 @@ func retryMs(d time.Duration) uint32 {
 // client frame with id (0 when it explains a close).
 func (c Close) ErrorFrame(id uint64) *corralv1.ServerFrame {
 	return &corralv1.ServerFrame{Id: id, Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
-		Code: uint32(c.Code), Text: c.Text, RetryAfterMs: retryMs(c.RetryAfter),
+		Code: uint32(c.Code), Text: c.Text, RetryAfterMs: retryMs(c.RetryAfter), RetryWithinMs: c.withinMs(),
 	}}}
 }
 
@@ -33,7 +33,7 @@ func (c Close) ErrorFrame(id uint64) *corralv1.ServerFrame {
 // shutting down rather than shedding.
 func (c Close) GoAwayFrame(drain bool) *corralv1.ServerFrame {
 	return &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_GoAway{GoAway: &corralv1.GoAway{
-		Code: uint32(c.Code), Reason: c.Text, RetryAfterMs: retryMs(c.RetryAfter), Drain: drain,
+		Code: uint32(c.Code), Reason: c.Text, RetryAfterMs: retryMs(c.RetryAfter), RetryWithinMs: c.withinMs(), Drain: drain,
 	}}}
 }
 
@@ -41,12 +41,12 @@ func (c Close) GoAwayFrame(drain bool) *corralv1.ServerFrame {
 // false for any other frame. A code outside 1000-4999 reads as
 // CloseInternal.
 func CloseFromFrame(f *corralv1.ServerFrame) (c Close, ok bool) {
-	var code, ms uint32
+	var code, ms, wms uint32
 	switch fr := f.GetFrame().(type) {
 	case *corralv1.ServerFrame_Error:
-		code, ms, c.Text = fr.Error.GetCode(), fr.Error.GetRetryAfterMs(), fr.Error.GetText()
+		code, ms, wms, c.Text = fr.Error.GetCode(), fr.Error.GetRetryAfterMs(), fr.Error.GetRetryWithinMs(), fr.Error.GetText()
 	case *corralv1.ServerFrame_GoAway:
-		code, ms, c.Text = fr.GoAway.GetCode(), fr.GoAway.GetRetryAfterMs(), fr.GoAway.GetReason()
+		code, ms, wms, c.Text = fr.GoAway.GetCode(), fr.GoAway.GetRetryAfterMs(), fr.GoAway.GetRetryWithinMs(), fr.GoAway.GetReason()
 	default:
 		return Close{}, false
 	}
@@ -54,8 +54,26 @@ func CloseFromFrame(f *corralv1.ServerFrame) (c Close, ok bool) {
 	if code < 1000 || code > 4999 {
 		c.Code = CloseInternal
 	}
-	c.RetryAfter = time.Duration(ms) * time.Millisecond
+	c.RetryAfter, c.RetryWithin = hint(ms, wms)
 	return c, true
+}
+
+// withinMs is the retry window of c in the frames' milliseconds: 0 without
+// a hint.
+func (c Close) withinMs() uint32 {
+	if c.RetryAfter <= 0 {
+		return 0
+	}
+	return retryMs(c.RetryWithin)
+}
+
+// hint reads a frame's retry hint and window; a window without a hint is
+// none.
+func hint(ms, wms uint32) (after, within time.Duration) {
+	if ms == 0 {
+		return 0, 0
+	}
+	return time.Duration(ms) * time.Millisecond, time.Duration(wms) * time.Millisecond
 }
 
 // ceilMs returns d in whole milliseconds, rounded up, without overflow.
@@ -68,10 +86,10 @@ func ceilMs(d time.Duration) int64 {
 }
 
 // RelayClose returns the RelayClose that carries c over Corral.Relay: its
-// code, its text as reason and its retry hint in milliseconds (rounded up,
-// as in the Error and GoAway frames).
+// code, its text as reason and its retry hint and window in milliseconds
+// (rounded up, as in the Error and GoAway frames).
 func (c Close) RelayClose() *corralv1.RelayClose {
-	return &corralv1.RelayClose{Code: uint32(c.Code), Reason: c.Text, RetryAfterMs: retryMs(c.RetryAfter)}
+	return &corralv1.RelayClose{Code: uint32(c.Code), Reason: c.Text, RetryAfterMs: retryMs(c.RetryAfter), RetryWithinMs: c.withinMs()}
 }
 
 // CloseFromRelay reads the Close a RelayClose carries, the inverse of
@@ -79,7 +97,8 @@ func (c Close) RelayClose() *corralv1.RelayClose {
 // code outside 1000-4999 as CloseInternal.
 func CloseFromRelay(rc *corralv1.RelayClose) Close {
 	code := rc.GetCode()
-	c := Close{Code: CloseCode(code), Text: rc.GetReason(), RetryAfter: time.Duration(rc.GetRetryAfterMs()) * time.Millisecond}
+	c := Close{Code: CloseCode(code), Text: rc.GetReason()}
+	c.RetryAfter, c.RetryWithin = hint(rc.GetRetryAfterMs(), rc.GetRetryWithinMs())
 	switch {
 	case code == 0:
 		c.Code = CloseNormal

@@ -9,20 +9,28 @@ import (
 )
 
 func TestCloseFrames(t *testing.T) {
-	c := Close{Code: CloseGoingAway, RetryAfter: 1500 * time.Millisecond, Text: "drain"}
+	c := Close{Code: CloseGoingAway, RetryAfter: 1500 * time.Millisecond, RetryWithin: 300 * time.Millisecond, Text: "drain"}
 	g := c.GoAwayFrame(true)
-	if ga := g.GetGoAway(); ga.GetCode() != 1001 || ga.GetRetryAfterMs() != 1500 || !ga.GetDrain() || ga.GetReason() != "drain" {
+	if ga := g.GetGoAway(); ga.GetCode() != 1001 || ga.GetRetryAfterMs() != 1500 || ga.GetRetryWithinMs() != 300 || !ga.GetDrain() || ga.GetReason() != "drain" {
 		t.Errorf("GoAwayFrame = %v", g)
 	}
 	if back, ok := CloseFromFrame(g); !ok || back != c {
 		t.Errorf("CloseFromFrame(GoAway) = %+v, %v", back, ok)
 	}
-	e := Close{Code: CloseForbidden, Text: "channel a"}.ErrorFrame(7)
-	if e.GetId() != 7 || e.GetError().GetCode() != 4005 {
-		t.Errorf("ErrorFrame = %v", e)
+	e := Close{Code: CloseForbidden, Text: "channel a", RetryWithin: time.Second}.ErrorFrame(7)
+	if e.GetId() != 7 || e.GetError().GetCode() != 4005 || e.GetError().GetRetryWithinMs() != 0 {
+		t.Errorf("ErrorFrame = %v (a window without a hint is not sent)", e)
 	}
 	if back, ok := CloseFromFrame(e); !ok || back.Code != CloseForbidden || back.RetryAfter != 0 {
 		t.Errorf("CloseFromFrame(Error) = %+v, %v", back, ok)
+	}
+	hinted := Close{Code: CloseTryAgainLater, RetryAfter: 2 * time.Second, RetryWithin: 150 * time.Millisecond}
+	if back, _ := CloseFromFrame(hinted.ErrorFrame(0)); back != hinted {
+		t.Errorf("CloseFromFrame(Error with a window) = %+v, want %+v", back, hinted)
+	}
+	stray := &corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: 1013, RetryWithinMs: 50}}}
+	if back, _ := CloseFromFrame(stray); back.RetryWithin != 0 {
+		t.Errorf("a window without a hint read as %v", back.RetryWithin)
 	}
 	if _, ok := CloseFromFrame(&corralv1.ServerFrame{Frame: &corralv1.ServerFrame_Ping{Ping: &corralv1.Ping{}}}); ok {
 		t.Error("a Ping frame read as a close")
@@ -40,9 +48,9 @@ func TestCloseFrames(t *testing.T) {
 }
 
 func TestRelayClose(t *testing.T) {
-	c := Close{Code: CloseTryAgainLater, RetryAfter: 2500 * time.Millisecond, Text: "overloaded"}
+	c := Close{Code: CloseTryAgainLater, RetryAfter: 2500 * time.Millisecond, RetryWithin: 400 * time.Millisecond, Text: "overloaded"}
 	rc := c.RelayClose()
-	if rc.GetCode() != 1013 || rc.GetRetryAfterMs() != 2500 || rc.GetReason() != "overloaded" {
+	if rc.GetCode() != 1013 || rc.GetRetryAfterMs() != 2500 || rc.GetRetryWithinMs() != 400 || rc.GetReason() != "overloaded" {
 		t.Errorf("RelayClose = %v", rc)
 	}
 	if back := CloseFromRelay(rc); back != c {

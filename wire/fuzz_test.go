@@ -110,20 +110,23 @@ func FuzzDecodeJSON(f *testing.F) {
 }
 
 func FuzzParseReason(f *testing.F) {
-	for _, s := range []string{"", "retry_after_ms=1", "retry_after_ms=12 x", "retry_after_ms=", "abc"} {
+	for _, s := range []string{"", "retry_after_ms=1", "retry_after_ms=12 x", "retry_after_ms=", "abc", "retry_after_ms=3 retry_within_ms=4 y", "retry_after_ms=3 retry_within_ms="} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		r, text := ParseReason(s)
-		if r < 0 {
-			t.Fatalf("negative hint %v from %q", r, s)
+		r, w, text := ParseReason(s)
+		if r < 0 || w < 0 || (r == 0 && w != 0) {
+			t.Fatalf("hint %v, window %v from %q", r, w, s)
 		}
 		if r > 0 {
-			again := FormatReason(r, text)
-			r2, t2 := ParseReason(again)
+			again := FormatReason(r, w, text)
+			r2, w2, t2 := ParseReason(again)
 			uncut := len(reasonRetryKey) + len(strconv.FormatInt(r.Milliseconds(), 10)) + 1 + len(text)
-			if r2 != r || !strings.HasPrefix(text, t2) || (uncut <= MaxReasonBytes && t2 != text) {
-				t.Fatalf("%q -> (%v, %q) -> %q -> (%v, %q)", s, r, text, again, r2, t2)
+			if w > 0 {
+				uncut += len(reasonWithinKey) + len(strconv.FormatInt(w.Milliseconds(), 10)) + 1
+			}
+			if r2 != r || (w2 != w && len(again) < MaxReasonBytes) || !strings.HasPrefix(text, t2) || (uncut <= MaxReasonBytes && t2 != text) {
+				t.Fatalf("%q -> (%v, %v, %q) -> %q -> (%v, %v, %q)", s, r, w, text, again, r2, w2, t2)
 			}
 		} else if text != s {
 			t.Fatalf("no hint but text changed: %q -> %q", s, text)

@@ -19,17 +19,27 @@ import (
 // carry (125 bytes of control payload minus the 2-byte code).
 const MaxReasonBytes = 123
 
-// reasonRetryKey prefixes the retry hint in a close reason.
-const reasonRetryKey = "retry_after_ms="
+// reasonRetryKey prefixes the retry hint in a close reason, and
+// reasonWithinKey the retry window after it.
+const (
+	reasonRetryKey  = "retry_after_ms="
+	reasonWithinKey = "retry_within_ms="
+)
 
 // FormatReason builds the reason text of a close frame. With a positive
-// retryAfter it is "retry_after_ms=N" (N in whole milliseconds, rounded up)
-// followed by a space and text when text is not empty; with retryAfter <= 0
-// it is text alone. The result is cut to MaxReasonBytes at a UTF-8 boundary.
-func FormatReason(retryAfter time.Duration, text string) string {
+// retryAfter it is "retry_after_ms=N" (N in whole milliseconds, rounded up),
+// then " retry_within_ms=W" when within is positive too (the retry window,
+// see Close.RetryWithin), then a space and text when text is not empty;
+// with retryAfter <= 0 it is text alone. The result is cut to
+// MaxReasonBytes at a UTF-8 boundary. A peer that knows only the hint reads
+// the window as the start of the text.
+func FormatReason(retryAfter, within time.Duration, text string) string {
 	var s string
 	if retryAfter > 0 {
 		s = reasonRetryKey + strconv.FormatInt(ceilMs(retryAfter), 10)
+		if within > 0 {
+			s += " " + reasonWithinKey + strconv.FormatInt(ceilMs(within), 10)
+		}
 		if text != "" {
 			s += " " + text
 		}
@@ -47,44 +57,70 @@ func FormatReason(retryAfter time.Duration, text string) string {
 }
 
 // ParseReason splits a close reason built by FormatReason into the retry
-// hint (0 when there is none) and the text. A reason that does not start
-// with "retry_after_ms=" followed by a positive number and then a space or
-// the end is returned whole as text with no hint, so any peer's reason
-// parses.
-func ParseReason(reason string) (retryAfter time.Duration, text string) {
-	rest, ok := strings.CutPrefix(reason, reasonRetryKey)
+// hint (0 when there is none), the retry window (0 when there is none) and
+// the text. A reason that does not start with "retry_after_ms=" followed by
+// a positive number and then a space or the end is returned whole as text
+// with neither, so any peer's reason parses; a window is read only right
+// after a hint, the same way ("retry_within_ms=", a positive number, a
+// space or the end), else what follows the hint is all text.
+func ParseReason(reason string) (retryAfter, within time.Duration, text string) {
+	ms, rest, ok := reasonField(reason, reasonRetryKey)
 	if !ok {
-		return 0, reason
+		return 0, 0, reason
+	}
+	retryAfter = time.Duration(ms) * time.Millisecond
+	if w, after, ok := reasonField(rest, reasonWithinKey); ok {
+		within, rest = time.Duration(w)*time.Millisecond, after
+	}
+	return retryAfter, within, rest
+}
+
+// reasonField reads "key" + a positive count of milliseconds (at most 12
+// digits) at the start of s, followed by a space or the end; rest is what
+// follows the space.
+func reasonField(s, key string) (ms int64, rest string, ok bool) {
+	rest, ok = strings.CutPrefix(s, key)
+	if !ok {
+		return 0, s, false
 	}
 	end := 0
 	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
 		end++
 	}
 	if end == 0 || end > 12 || (end < len(rest) && rest[end] != ' ') {
-		return 0, reason
+		return 0, s, false
 	}
 	ms, err := strconv.ParseInt(rest[:end], 10, 64)
 	if err != nil || ms == 0 {
-		return 0, reason
+		return 0, s, false
 	}
-	text = rest[end:]
-	if text != "" {
-		text = text[1:]
+	rest = rest[end:]
+	if rest != "" {
+		rest = rest[1:]
 	}
-	return time.Duration(ms) * time.Millisecond, text
+	return ms, rest, true
 }
 
 // Close describes how a session ends: the code, an optional retry hint and
 // a text. It is the one value a transport turns into a WebSocket close frame
 // (Reason) or a gRPC status (Status). The zero value is a normal close.
+//
+// RetryWithin is the retry window: with a positive RetryAfter, the server
+// has spaced the clients it sends away itself (a virtual queue's places, a
+// drain's pace) and asks each to come back uniformly within [RetryAfter,
+// RetryAfter + RetryWithin] rather than to add its own policy's jitter
+// above the hint (package backoff: Backoff.HintWithin), which would stretch
+// the herd's return over as long again. Zero leaves the jitter to the
+// client's policy, as from a server that sends no window.
 type Close struct {
-	Code       CloseCode
-	RetryAfter time.Duration
-	Text       string
+	Code        CloseCode
+	RetryAfter  time.Duration
+	RetryWithin time.Duration
+	Text        string
 }
 
 // Reason returns the WebSocket close reason of c (FormatReason).
-func (c Close) Reason() string { return FormatReason(c.RetryAfter, c.Text) }
+func (c Close) Reason() string { return FormatReason(c.RetryAfter, c.RetryWithin, c.Text) }
 
 // Error returns "wire: close 1013 try again later: text (retry after 2s)".
 func (c Close) Error() string {
@@ -93,7 +129,11 @@ func (c Close) Error() string {
 		s += ": " + c.Text
 	}
 	if c.RetryAfter > 0 {
-		s += " (retry after " + c.RetryAfter.String() + ")"
+		s += " (retry after " + c.RetryAfter.String()
+		if c.RetryWithin > 0 {
+			s += " within " + c.RetryWithin.String()
+		}
+		s += ")"
 	}
 	return s
 }
@@ -104,7 +144,8 @@ const grpcDomain = "corral.v1"
 // Status returns the gRPC status a gRPC session or Publish call ends with:
 // the code from GRPCCode, the text as message, a RetryInfo detail when
 // RetryAfter is positive and an ErrorInfo detail carrying the exact close
-// code (so CloseFromStatus gets back what Status was given). A normal close
+// code and the retry window, metadata retry_within_ms, when there is one
+// with the hint (so CloseFromStatus gets back what Status was given). A normal close
 // gives a nil error from Status(...).Err().
 func (c Close) Status() *status.Status {
 	st := status.New(c.Code.GRPCCode(), c.Text)
@@ -112,10 +153,14 @@ func (c Close) Status() *status.Status {
 		return st
 	}
 	var details []protoadapt.MessageV1
+	md := map[string]string{"close_code": strconv.Itoa(int(c.Code))}
+	if c.RetryAfter > 0 && c.RetryWithin > 0 {
+		md["retry_within_ms"] = strconv.FormatInt(ceilMs(c.RetryWithin), 10)
+	}
 	details = append(details, &errdetails.ErrorInfo{
 		Reason:   "CLOSE_" + strconv.Itoa(int(c.Code)),
 		Domain:   grpcDomain,
-		Metadata: map[string]string{"close_code": strconv.Itoa(int(c.Code))},
+		Metadata: md,
 	})
 	if c.RetryAfter > 0 {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(c.RetryAfter)})
@@ -163,11 +208,17 @@ func CloseFromStatus(err error) Close {
 			if perr == nil && n > 0 && n < 5000 {
 				c.Code = CloseCode(n)
 			}
+			if w, werr := strconv.ParseUint(d.GetMetadata()["retry_within_ms"], 10, 32); werr == nil {
+				c.RetryWithin = time.Duration(w) * time.Millisecond
+			}
 		case *errdetails.RetryInfo:
 			if rd := d.GetRetryDelay(); rd != nil && rd.IsValid() {
 				c.RetryAfter = rd.AsDuration()
 			}
 		}
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryWithin = 0 // a window means nothing without its hint
 	}
 	return c
 }

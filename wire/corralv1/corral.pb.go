@@ -1532,6 +1532,13 @@ func (x *Gap) GetReason() string {
 // The server closes the session after it (WebSocket close code 1001 unless
 // code says otherwise). The client reconnects, to another address if it has
 // one, not before retry_after_ms.
+//
+// Retry windows. Where a frame has retry_after_ms it also has
+// retry_within_ms: with both set, the server spaces its refused clients
+// itself, and a client draws its delay uniformly from [retry_after_ms,
+// retry_after_ms + retry_within_ms] instead of adding its own policy's
+// jitter above the hint. 0 (an older server) leaves the client's policy in
+// charge.
 type GoAway struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// code is the close code that follows (see wire/README.md).
@@ -1540,7 +1547,8 @@ type GoAway struct {
 	RetryAfterMs uint32 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	// drain is true when the server is shutting down (go elsewhere), false
 	// when it sheds load.
-	Drain         bool `protobuf:"varint,4,opt,name=drain,proto3" json:"drain,omitempty"`
+	Drain         bool   `protobuf:"varint,4,opt,name=drain,proto3" json:"drain,omitempty"`
+	RetryWithinMs uint32 `protobuf:"varint,5,opt,name=retry_within_ms,json=retryWithinMs,proto3" json:"retry_within_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1603,6 +1611,13 @@ func (x *GoAway) GetDrain() bool {
 	return false
 }
 
+func (x *GoAway) GetRetryWithinMs() uint32 {
+	if x != nil {
+		return x.RetryWithinMs
+	}
+	return 0
+}
+
 // Error reports a failed request or explains a close. code is a close code
 // of the table in wire/README.md. An Error answers a request when it names
 // one: its frame id is the request's id, or channel is set. An entry of
@@ -1617,7 +1632,9 @@ type Error struct {
 	RetryAfterMs uint32                 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	// channel names the subscription the Error refuses (a Subscribe or an
 	// entry of Hello.subscribe); empty otherwise.
-	Channel       string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
+	Channel string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
+	// retry_within_ms: see GoAway.
+	RetryWithinMs uint32 `protobuf:"varint,5,opt,name=retry_within_ms,json=retryWithinMs,proto3" json:"retry_within_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1678,6 +1695,13 @@ func (x *Error) GetChannel() string {
 		return x.Channel
 	}
 	return ""
+}
+
+func (x *Error) GetRetryWithinMs() uint32 {
+	if x != nil {
+		return x.RetryWithinMs
+	}
+	return 0
 }
 
 // PublishRequest is what a backend sends to Corral.Publish. The backend is
@@ -1922,10 +1946,12 @@ func (x *RelayOpen) GetTransport() string {
 // close (code of the close-code table, reason, retry hint), which the edge
 // gives the device unchanged; from the edge it says the device is gone.
 type RelayClose struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	RetryAfterMs  uint32                 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Code         uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Reason       string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	RetryAfterMs uint32                 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// retry_within_ms: see GoAway.
+	RetryWithinMs uint32 `protobuf:"varint,4,opt,name=retry_within_ms,json=retryWithinMs,proto3" json:"retry_within_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1977,6 +2003,13 @@ func (x *RelayClose) GetReason() string {
 func (x *RelayClose) GetRetryAfterMs() uint32 {
 	if x != nil {
 		return x.RetryAfterMs
+	}
+	return 0
+}
+
+func (x *RelayClose) GetRetryWithinMs() uint32 {
+	if x != nil {
+		return x.RetryWithinMs
 	}
 	return 0
 }
@@ -2084,17 +2117,19 @@ const file_corral_v1_corral_proto_rawDesc = "" +
 	"\vfrom_offset\x18\x03 \x01(\x04R\n" +
 	"fromOffset\x12\x1b\n" +
 	"\tto_offset\x18\x04 \x01(\x04R\btoOffset\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"p\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x98\x01\n" +
 	"\x06GoAway\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\x12\x14\n" +
-	"\x05drain\x18\x04 \x01(\bR\x05drain\"o\n" +
+	"\x05drain\x18\x04 \x01(\bR\x05drain\x12&\n" +
+	"\x0fretry_within_ms\x18\x05 \x01(\rR\rretryWithinMs\"\x97\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\x12\x18\n" +
-	"\achannel\x18\x04 \x01(\tR\achannel\"V\n" +
+	"\achannel\x18\x04 \x01(\tR\achannel\x12&\n" +
+	"\x0fretry_within_ms\x18\x05 \x01(\rR\rretryWithinMs\"V\n" +
 	"\x0ePublishRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12,\n" +
 	"\apublish\x18\x02 \x01(\v2\x12.corral.v1.PublishR\apublish\"\xee\x01\n" +
@@ -2109,12 +2144,13 @@ const file_corral_v1_corral_proto_rawDesc = "" +
 	"\tRelayOpen\x12\x1f\n" +
 	"\vremote_addr\x18\x01 \x01(\tR\n" +
 	"remoteAddr\x12\x1c\n" +
-	"\ttransport\x18\x02 \x01(\tR\ttransport\"^\n" +
+	"\ttransport\x18\x02 \x01(\tR\ttransport\"\x86\x01\n" +
 	"\n" +
 	"RelayClose\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12$\n" +
-	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs*W\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\x12&\n" +
+	"\x0fretry_within_ms\x18\x04 \x01(\rR\rretryWithinMs*W\n" +
 	"\bPriority\x12\x18\n" +
 	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vPRIORITY_P0\x10\x01\x12\x0f\n" +
