@@ -347,11 +347,8 @@ func (c *Client) connect(ctx context.Context, ep endpoint) (conn, error) {
 	w := r.f.GetWelcome()
 	if w == nil {
 		cn.close()
-		if e := r.f.GetError(); e != nil {
-			return nil, wire.Close{Code: wire.CloseCode(e.GetCode()), Text: e.GetText(), RetryAfter: time.Duration(e.GetRetryAfterMs()) * time.Millisecond}
-		}
-		if g := r.f.GetGoAway(); g != nil {
-			return nil, wire.Close{Code: wire.CloseCode(g.GetCode()), Text: g.GetReason(), RetryAfter: time.Duration(g.GetRetryAfterMs()) * time.Millisecond}
+		if cl, ok := wire.CloseFromFrame(r.f); ok { // an Error or a GoAway, with its hint and window
+			return nil, cl
 		}
 		return nil, fmt.Errorf("client: %s answered hello with %T", a, r.f.GetFrame())
 	}
@@ -403,9 +400,9 @@ func (c *Client) run(cn conn) {
 			c.stop(&TerminalError{Close: cl})
 			return
 		}
-		wait := cl.RetryAfter
+		wait, within := cl.RetryAfter, cl.RetryWithin
 		for {
-			d := retry.NextAfter(wait)
+			d := retry.NextAfterWithin(wait, within)
 			c.emit(Event{Kind: EventDisconnected, Close: cl, RetryAt: time.Now().Add(d)})
 			select {
 			case <-c.ctx.Done():
@@ -429,10 +426,10 @@ func (c *Client) run(cn conn) {
 				return
 			}
 			cl = wire.CloseOf(err)
-			wait = 0
+			wait, within = 0, 0
 			var cerr wire.Close
 			if errors.As(err, &cerr) {
-				wait = cerr.RetryAfter
+				wait, within = cerr.RetryAfter, cerr.RetryWithin
 			}
 		}
 	}
@@ -462,7 +459,7 @@ func (c *Client) read(cn conn) wire.Close {
 				// have lost it (a gRPC stream cut before its status).
 				cl.Code = said.Code
 				if cl.RetryAfter == 0 {
-					cl.RetryAfter = said.RetryAfter
+					cl.RetryAfter, cl.RetryWithin = said.RetryAfter, said.RetryWithin
 				}
 			}
 			return cl
@@ -643,8 +640,9 @@ func (c *Client) request(ctx context.Context, f *corralv1.ClientFrame) (*corralv
 			if !ok {
 				continue // disconnected before the reply: retry on the next session
 			}
-			if e := r.GetError(); e != nil {
-				return nil, wire.Close{Code: wire.CloseCode(e.GetCode()), Text: e.GetText(), RetryAfter: time.Duration(e.GetRetryAfterMs()) * time.Millisecond}
+			if r.GetError() != nil {
+				cl, _ := wire.CloseFromFrame(r)
+				return nil, cl
 			}
 			return r, nil
 		case <-ctx.Done():

@@ -161,9 +161,8 @@ func (e wsEvents) OnMessage(_ *gws.Conn, m *gws.Message) {
 func closeOfWS(err error) error {
 	var ce *gws.CloseError
 	if errors.As(err, &ce) {
-		_, text := wire.ParseReason(string(ce.Reason))
-		retry, _ := wire.ParseReason(string(ce.Reason))
-		return wire.Close{Code: wire.CloseCode(ce.Code), RetryAfter: retry, Text: text}
+		retry, within, text := wire.ParseReason(string(ce.Reason))
+		return wire.Close{Code: wire.CloseCode(ce.Code), RetryAfter: retry, RetryWithin: within, Text: text}
 	}
 	return wire.Close{Code: wire.CloseGoingAway, Text: fmt.Sprint(err)}
 }

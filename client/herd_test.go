@@ -43,7 +43,7 @@ func (p *herdPolicy) SeverQuotaAt(open limit.Counts, _ time.Time) limit.Counts {
 	return q
 }
 
-func (p *herdPolicy) RetryAfterAt(limit.Priority, time.Time) time.Duration { return 0 }
+func (p *herdPolicy) RetryWindowAt(limit.Priority, time.Time) limit.Retry { return limit.Retry{} }
 
 // herdClient is what the test keeps of one client of the herd: the start
 // of each of its attempt rounds (the resolver is asked once per round, and

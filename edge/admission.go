@@ -107,13 +107,22 @@ func (a *admission) init(cfg AdmissionConfig, handshakeTimeout time.Duration) er
 	return nil
 }
 
-// admitSession asks the Shedder about a new session of rank.
-func (a *admission) admitSession(rank int, now time.Time) (time.Duration, bool) {
+// admitSession asks the Shedder about a new session of rank; a refusal
+// comes with the retry window of its re-admission.
+func (a *admission) admitSession(rank int, now time.Time) (limit.Retry, bool) {
 	if a.shedder == nil {
-		return 0, true
+		return limit.Retry{}, true
 	}
 	d := a.shedder.AdmitAt(limiterPriority(rank), now)
-	return d.RetryAfter, d.Admit
+	return d.Retry, d.Admit
+}
+
+// refusal is the close that turns work away with r, its retry window sent
+// whole (wire's retry_within_ms): the client draws within it and adds no
+// jitter of its own, so a herd spaced by a Limiter's virtual queue comes
+// back as spaced.
+func refusal(code wire.CloseCode, r limit.Retry, text string) wire.Close {
+	return wire.Close{Code: code, RetryAfter: r.After, RetryWithin: r.Within, Text: text}
 }
 
 // acquireHandshake takes a handshake slot for rank, or queues the Hello
@@ -128,31 +137,34 @@ func (a *admission) acquireHandshake(rank int, granted func(tok limit.Token, ok 
 	return tok, w == limit.Acquired, w
 }
 
-// refusalHint is the retry hint of work of rank a Limiter refused: the
-// larger of the Limiter's (the backlog ahead over its admission rate)
-// and the Shedder's (when its stage will admit rank again).
-func (a *admission) refusalHint(l *limit.Limiter, rank int, now time.Time) time.Duration {
-	ra := l.RetryAfter(limiterPriority(rank))
+// refusalHint is the retry window of work of rank a Limiter refused: the
+// later of the Limiter's (its place in the virtual queue: the backlog
+// ahead over the admission rate) and the Shedder's (when its stage will
+// admit rank again).
+func (a *admission) refusalHint(l *limit.Limiter, rank int, now time.Time) limit.Retry {
+	r := l.RetryWindow(limiterPriority(rank))
 	if a.shedder != nil {
-		ra = max(ra, a.shedder.RetryAfterAt(limiterPriority(rank), now))
+		if sr := a.shedder.RetryWindowAt(limiterPriority(rank), now); sr.After > r.After {
+			r = sr
+		}
 	}
-	return ra
+	return r
 }
 
 // acquireMessage takes a message slot for a Publish of rank.
-func (a *admission) acquireMessage(rank int, now time.Time) (tok limit.Token, held bool, retry time.Duration, ok bool) {
+func (a *admission) acquireMessage(rank int, now time.Time) (tok limit.Token, held bool, retry limit.Retry, ok bool) {
 	return a.acquire(a.messages, rank, now)
 }
 
-func (a *admission) acquire(l *limit.Limiter, rank int, now time.Time) (limit.Token, bool, time.Duration, bool) {
+func (a *admission) acquire(l *limit.Limiter, rank int, now time.Time) (limit.Token, bool, limit.Retry, bool) {
 	if l == nil {
-		return limit.Token{}, false, 0, true
+		return limit.Token{}, false, limit.Retry{}, true
 	}
 	tok, ok := l.TryAcquirePriority(limiterPriority(rank))
 	if !ok {
 		return limit.Token{}, false, a.refusalHint(l, rank, now), false
 	}
-	return tok, true, 0, true
+	return tok, true, limit.Retry{}, true
 }
 
 // observeHandshake feeds a handshake latency to the Shedder, with
@@ -166,16 +178,16 @@ func (a *admission) observeHandshake(d time.Duration) {
 // refuseConnection reports whether a new device connection is refused
 // before its Hello, and the hint: while draining, and in the lifeboat
 // stage (which refuses P0 too: no Hello could be admitted).
-func (e *Edge) refuseConnection() (time.Duration, bool) {
+func (e *Edge) refuseConnection() (limit.Retry, bool) {
 	now := e.now()
 	if e.draining.Load() {
-		return e.retryHint(), true
+		return limit.Retry{After: e.retryHint()}, true
 	}
 	if sh := e.adm.shedder; sh != nil && !sh.Stage().Admits(limit.P0) {
 		e.metrics.shed.WithLabelValues("reject_connection", "p0").Inc()
-		return sh.RetryAfterAt(limit.P0, now), true
+		return sh.RetryWindowAt(limit.P0, now), true
 	}
-	return 0, false
+	return limit.Retry{}, false
 }
 
 // observeResources feeds the Go heap and the open descriptors to the
@@ -230,8 +242,8 @@ func (e *Edge) severOnce() int {
 		list := byRank[p]
 		slices.SortFunc(list, func(a, b *session) int { return cmp.Compare(b.start, a.start) })
 		for i := int64(0); i < q[p] && int(i) < len(list); i++ {
-			ra := e.adm.shedder.RetryAfterAt(limit.Priority(p), now)
-			if list[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: ra, Text: "shed " + limit.Priority(p).String()}, true) {
+			r := e.adm.shedder.RetryWindowAt(limit.Priority(p), now)
+			if list[i].close(refusal(wire.CloseGoingAway, r, "shed "+limit.Priority(p).String()), true) {
 				e.metrics.shed.WithLabelValues("sever", priorityLabel(p)).Inc()
 				n++
 			}

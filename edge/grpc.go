@@ -144,8 +144,8 @@ func (d *grpcDevice) abort() {
 // goroutine reads frames.
 func (g *grpcService) Connect(stream corralv1.Corral_ConnectServer) error {
 	e := g.e
-	if ra, refuse := e.refuseConnection(); refuse {
-		return grpcStatus(stream, wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "edge overloaded or draining"})
+	if r, refuse := e.refuseConnection(); refuse {
+		return grpcStatus(stream, refusal(wire.CloseTryAgainLater, r, "edge overloaded or draining"))
 	}
 	d := &grpcDevice{stream: stream, done: make(chan struct{})}
 	d.watch.Timeout, d.watch.Stalled = e.sess.WriteTimeout, d.stalled

@@ -259,9 +259,9 @@ func (s *session) hello(f *corralv1.ClientFrame, h *corralv1.Hello) {
 	e := s.e
 	rank := wire.Rank(h.GetPriority())
 	s.rank = int8(rank)
-	if ra, ok := e.adm.admitSession(rank, e.now()); !ok {
+	if r, ok := e.adm.admitSession(rank, e.now()); !ok {
 		e.metrics.shed.WithLabelValues("reject", priorityLabel(rank)).Inc()
-		s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "overloaded"}, true)
+		s.close(refusal(wire.CloseTryAgainLater, r, "overloaded"), true)
 		return
 	}
 	// A Hello that waits for its slot leaves the reader: the frames that
@@ -295,10 +295,10 @@ func (s *session) hello(f *corralv1.ClientFrame, h *corralv1.Hello) {
 func (s *session) refuseHandshake(rank int) {
 	e := s.e
 	e.metrics.shed.WithLabelValues("reject_handshake", priorityLabel(rank)).Inc()
-	ra := e.adm.refusalHint(e.adm.handshake, rank, e.now())
-	e.log.Debug("edge: hello refused: no handshake slot", "priority", priorityLabel(rank), "retry_after", ra,
+	r := e.adm.refusalHint(e.adm.handshake, rank, e.now())
+	e.log.Debug("edge: hello refused: no handshake slot", "priority", priorityLabel(rank), "retry_after", r.After, "retry_within", r.Within,
 		"waiting", e.adm.handshake.Waiting(), "admissions_per_second", int(e.adm.handshake.Rate()))
-	s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "too many handshakes in flight"}, true)
+	s.close(refusal(wire.CloseTryAgainLater, r, "too many handshakes in flight"), true)
 }
 
 // admitted goes on with a Hello that holds its handshake slot (held) or
@@ -380,10 +380,10 @@ func (s *session) publish(f *corralv1.ClientFrame) {
 		return
 	}
 	rank := wire.Rank(f.GetPublish().GetPriority())
-	tok, held, ra, ok := e.adm.acquireMessage(rank, e.now())
+	tok, held, r, ok := e.adm.acquireMessage(rank, e.now())
 	if !ok {
 		e.metrics.shed.WithLabelValues("reject_publish", priorityLabel(rank)).Inc()
-		s.reply(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "too many publishes in flight"}.ErrorFrame(f.GetId()))
+		s.reply(refusal(wire.CloseTryAgainLater, r, "too many publishes in flight").ErrorFrame(f.GetId()))
 		return
 	}
 	if held {

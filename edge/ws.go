@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"time"
 
@@ -107,8 +108,10 @@ func (w *wsServer) stop() {
 type wsHandler struct{ e *Edge }
 
 func (h wsHandler) Admit() (wsserve.Refusal, bool) {
-	if ra, refuse := h.e.refuseConnection(); refuse {
-		return wsserve.Refusal{Reason: "edge: overloaded or draining", RetryAfter: ra}, false
+	if r, refuse := h.e.refuseConnection(); refuse {
+		// HTTP's Retry-After carries a point: drawn from the window, and
+		// the client's policy spreads above it.
+		return wsserve.Refusal{Reason: "edge: overloaded or draining", RetryAfter: r.At(rand.Float64())}, false
 	}
 	return wsserve.Refusal{}, true
 }

@@ -76,12 +76,12 @@ func (g *gate) SeverQuotaAt(open limit.Counts, now time.Time) limit.Counts {
 	return g.inner.SeverQuotaAt(open, now)
 }
 
-// RetryAfterAt asks the inner policy.
-func (g *gate) RetryAfterAt(p limit.Priority, now time.Time) time.Duration {
+// RetryWindowAt asks the inner policy.
+func (g *gate) RetryWindowAt(p limit.Priority, now time.Time) limit.Retry {
 	if g.inner == nil {
-		return 0
+		return limit.Retry{}
 	}
-	return g.inner.RetryAfterAt(p, now)
+	return g.inner.RetryWindowAt(p, now)
 }
 
 // Observe hands a handshake latency to the inner policy when it learns

@@ -25,8 +25,8 @@ func (s *slowOrigin) AdmitAt(limit.Priority, time.Time) limit.Decision {
 	}
 	return limit.Decision{Admit: true}
 }
-func (s *slowOrigin) SeverQuotaAt(limit.Counts, time.Time) limit.Counts    { return limit.Counts{} }
-func (s *slowOrigin) RetryAfterAt(limit.Priority, time.Time) time.Duration { return 0 }
+func (s *slowOrigin) SeverQuotaAt(limit.Counts, time.Time) limit.Counts   { return limit.Counts{} }
+func (s *slowOrigin) RetryWindowAt(limit.Priority, time.Time) limit.Retry { return limit.Retry{} }
 
 // dialPriority dials one device of priority p through url and closes it
 // once welcomed; refused is the close the edge gave it instead, or the

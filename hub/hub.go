@@ -608,12 +608,12 @@ func (h *Hub) publishVia(ctx context.Context, req PublishRequest, api string) (*
 	if h.limiter != nil {
 		tok, ok := h.limiter.TryAcquirePriority(limit.Priority(rank))
 		if !ok {
-			ra := time.Second
+			r := limit.Retry{After: time.Second}
 			if h.overload != nil {
-				ra = h.overload.RetryAfterAt(limit.Priority(rank), h.now())
+				r = h.overload.RetryWindowAt(limit.Priority(rank), h.now())
 			}
 			h.metrics.shedInc("reject_publish", rank)
-			return nil, wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: ra, Text: "too many publishes in flight"}
+			return nil, refusal(wire.CloseTryAgainLater, r, "too many publishes in flight")
 		}
 		res, err := h.publish(ctx, tenant, channel, rank, data, clientID, api)
 		if err != nil {

@@ -19,11 +19,12 @@ import (
 // Overload is the hub's admission and shedding policy: *limit.Shedder
 // implements it. AdmitAt decides on a new session of priority p;
 // SeverQuotaAt says how many open sessions of each priority to sever now;
-// RetryAfterAt gives the hint of a severed session.
+// RetryWindowAt gives the retry window of a severed session (or of a
+// refused publish), sent whole to the client (wire's retry_within_ms).
 type Overload interface {
 	AdmitAt(p limit.Priority, now time.Time) limit.Decision
 	SeverQuotaAt(open limit.Counts, now time.Time) limit.Counts
-	RetryAfterAt(p limit.Priority, now time.Time) time.Duration
+	RetryWindowAt(p limit.Priority, now time.Time) limit.Retry
 }
 
 var _ Overload = (*limit.Shedder)(nil)
@@ -57,8 +58,15 @@ func (h *Hub) observeResources() {
 type latencyObserver interface{ Observe(time.Duration) }
 
 type admission struct {
-	admit      bool
-	retryAfter time.Duration
+	admit bool
+	retry limit.Retry
+}
+
+// refusal is the close that turns work away with r, its retry window sent
+// whole (wire's retry_within_ms): the client draws within it and adds no
+// jitter of its own.
+func refusal(code wire.CloseCode, r limit.Retry, text string) wire.Close {
+	return wire.Close{Code: code, RetryAfter: r.After, RetryWithin: r.Within, Text: text}
 }
 
 // admit asks the overload policy about a new session of rank.
@@ -67,7 +75,11 @@ func (h *Hub) admit(rank int) admission {
 		return admission{admit: true}
 	}
 	d := h.overload.AdmitAt(limit.Priority(rank), h.now())
-	return admission{admit: d.Admit, retryAfter: d.RetryAfter}
+	r := d.Retry
+	if r.After <= 0 { // a policy that gives a point hint only
+		r = limit.Retry{After: d.RetryAfter}
+	}
+	return admission{admit: d.Admit, retry: r}
 }
 
 // observeHandshake feeds the time from connection to Welcome to the
@@ -180,9 +192,9 @@ func (h *Hub) severOnce() int {
 		}
 		slices.SortFunc(list, func(a, b *session) int { return cmp.Compare(b.start, a.start) }) // newest first
 		for i := int64(0); i < q[p] && int(i) < len(list); i++ {
-			ra := h.overload.RetryAfterAt(limit.Priority(p), now)
+			r := h.overload.RetryWindowAt(limit.Priority(p), now)
 			h.metrics.shedInc("sever", p)
-			list[i].close(wire.Close{Code: wire.CloseGoingAway, RetryAfter: ra, Text: "shed " + limit.Priority(p).String()}, true)
+			list[i].close(refusal(wire.CloseGoingAway, r, "shed "+limit.Priority(p).String()), true)
 			n++
 		}
 	}

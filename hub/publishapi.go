@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -91,7 +92,10 @@ func (h *Hub) checkAPIKey(key, tenant string) error {
 func (h *Hub) httpPublish(w http.ResponseWriter, r *http.Request) {
 	fail := func(c wire.Close) {
 		if c.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((c.RetryAfter+time.Second-1)/time.Second)))
+			// Retry-After carries a point: drawn from the window, and
+			// the caller's own policy spreads above it.
+			ra := c.RetryAfter + time.Duration(rand.Float64()*float64(c.RetryWithin))
+			w.Header().Set("Retry-After", strconv.Itoa(int((ra+time.Second-1)/time.Second)))
 		}
 		writeJSON(w, httpStatusOf(c.Code), errorReply{Code: uint32(c.Code), Error: c.Text})
 	}

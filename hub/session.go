@@ -295,7 +295,7 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 	}
 	if d := h.admit(rank); !d.admit {
 		h.metrics.shedInc("reject", rank)
-		s.close(wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: d.retryAfter, Text: "overloaded"}, true)
+		s.close(refusal(wire.CloseTryAgainLater, d.retry, "overloaded"), true)
 		return
 	}
 	s.grant = h.grants.intern(grant{tenant: claims.Tenant, channels: claims.Channels, publish: claims.Publish, maxRank: claims.Rank()})

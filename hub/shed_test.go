@@ -55,7 +55,9 @@ func (f *forcedStage) SeverQuotaAt(open limit.Counts, _ time.Time) limit.Counts 
 	return q
 }
 
-func (f *forcedStage) RetryAfterAt(limit.Priority, time.Time) time.Duration { return f.retry }
+func (f *forcedStage) RetryWindowAt(limit.Priority, time.Time) limit.Retry {
+	return limit.Retry{After: f.retry}
+}
 
 func TestSheddingStages(t *testing.T) {
 	tests := []struct {

@@ -191,7 +191,7 @@ func (d *device) failLocked(reason string, cl wire.Close) {
 		d.state = stStopped
 		d.timer.Stop()
 	} else {
-		delay = d.retry.NextAfter(cl.RetryAfter)
+		delay = d.retry.NextAfterWithin(cl.RetryAfter, cl.RetryWithin)
 		d.schedule(delay, d.attempt)
 	}
 	at := d.attemptAt
@@ -394,7 +394,7 @@ func (d *device) ended(w conn, reason string, cl wire.Close) {
 			cl.Code = d.said.Code
 		}
 		if cl.RetryAfter == 0 {
-			cl.RetryAfter = d.said.RetryAfter
+			cl.RetryAfter, cl.RetryWithin = d.said.RetryAfter, d.said.RetryWithin
 		}
 		if reason == "cut" {
 			reason = ""
@@ -433,7 +433,7 @@ func (d *device) ended(w conn, reason string, cl wire.Close) {
 			d.r.recovering.Add(-1)
 		}
 	} else {
-		d.schedule(d.retry.NextAfter(cl.RetryAfter), d.attempt)
+		d.schedule(d.retry.NextAfterWithin(cl.RetryAfter, cl.RetryWithin), d.attempt)
 	}
 	d.mu.Unlock()
 	d.r.rec.disconnect(reason, int(d.prio))

@@ -176,8 +176,8 @@ func (o *poolOrigin) AdmitAt(limit.Priority, time.Time) limit.Decision {
 	<-o.sem
 	return limit.Decision{Admit: true}
 }
-func (o *poolOrigin) SeverQuotaAt(limit.Counts, time.Time) limit.Counts    { return limit.Counts{} }
-func (o *poolOrigin) RetryAfterAt(limit.Priority, time.Time) time.Duration { return 0 }
+func (o *poolOrigin) SeverQuotaAt(limit.Counts, time.Time) limit.Counts   { return limit.Counts{} }
+func (o *poolOrigin) RetryWindowAt(limit.Priority, time.Time) limit.Retry { return limit.Retry{} }
 
 // TestTenTimesStormWithAdmission runs scenarios/reliability/storm-10x.yaml
 // (1,500 devices at its scale) through the fleet's two edges with their

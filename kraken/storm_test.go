@@ -40,8 +40,8 @@ func (a *fixedAdmission) AdmitAt(_ limit.Priority, now time.Time) limit.Decision
 }
 
 func (a *fixedAdmission) SeverQuotaAt(limit.Counts, time.Time) limit.Counts { return limit.Counts{} }
-func (a *fixedAdmission) RetryAfterAt(limit.Priority, time.Time) time.Duration {
-	return 0
+func (a *fixedAdmission) RetryWindowAt(limit.Priority, time.Time) limit.Retry {
+	return limit.Retry{}
 }
 
 const stormScenario = `

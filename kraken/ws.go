@@ -468,7 +468,7 @@ func (w *wsConn) frame(fin bool, op byte, payload []byte) error {
 		cl := wire.Close{Code: closeNoStatus}
 		if len(payload) >= 2 {
 			cl.Code = wire.CloseCode(binary.BigEndian.Uint16(payload))
-			cl.RetryAfter, cl.Text = wire.ParseReason(string(payload[2:]))
+			cl.RetryAfter, cl.RetryWithin, cl.Text = wire.ParseReason(string(payload[2:]))
 		}
 		w.endReason("", cl)
 		w.close(cl.Code)

@@ -54,8 +54,8 @@ func (a *rateAdmission) AdmitAt(_ limit.Priority, now time.Time) limit.Decision 
 }
 
 func (a *rateAdmission) SeverQuotaAt(limit.Counts, time.Time) limit.Counts { return limit.Counts{} }
-func (a *rateAdmission) RetryAfterAt(limit.Priority, time.Time) time.Duration {
-	return 0
+func (a *rateAdmission) RetryWindowAt(limit.Priority, time.Time) limit.Retry {
+	return limit.Retry{}
 }
 
 // startHub runs a hub on loopback (port 0) with node id id behind a
