@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lxzan/gws"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -120,9 +121,14 @@ func TestGRPCRetryHints(t *testing.T) {
 		name    string
 		err     error
 		trailer metadata.MD
+		within  time.Duration
 	}{
-		{"RetryInfo detail", wire.Close{Code: wire.CloseTryAgainLater, Text: "overloaded", RetryAfter: hint}.Status().Err(), nil},
-		{"pushback trailer", status.Error(codes.Unavailable, "shedding"), metadata.Pairs("grpc-retry-pushback-ms", "1500")},
+		{"RetryInfo detail", wire.Close{Code: wire.CloseTryAgainLater, Text: "overloaded", RetryAfter: hint}.Status().Err(), nil, 0},
+		{"pushback trailer", status.Error(codes.Unavailable, "shedding"), metadata.Pairs("grpc-retry-pushback-ms", "1500"), 0},
+		// With a window the next attempt is drawn within [hint, hint +
+		// window], not within full jitter's [hint, 2 x hint] (which
+		// passes the bound below 1 time in 100).
+		{"RetryInfo with a window", wire.Close{Code: wire.CloseTryAgainLater, Text: "overloaded", RetryAfter: hint, RetryWithin: 15 * time.Millisecond}.Status().Err(), nil, 15 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := startFakeHub(t, func(id uint64) uint64 { return id })
@@ -148,11 +154,17 @@ func TestGRPCRetryHints(t *testing.T) {
 			s.cut()
 			waitEvent(t, c, EventDisconnected) // the cut
 			e := waitEvent(t, c, EventDisconnected)
-			if e.Close.Code != wire.CloseTryAgainLater || e.Close.RetryAfter != hint {
-				t.Fatalf("refused reconnect: %v, want 1013 with a %v hint", e.Close, hint)
+			seen := time.Now()
+			if e.Close.Code != wire.CloseTryAgainLater || e.Close.RetryAfter != hint || e.Close.RetryWithin != tc.within {
+				t.Fatalf("refused reconnect: %v (window %v), want 1013 with a %v hint and a %v window", e.Close, e.Close.RetryWithin, hint, tc.within)
 			}
 			if e.RetryAt.Before(cut.Add(hint)) {
 				t.Fatalf("next attempt %v after the cut, below the hint %v", e.RetryAt.Sub(cut), hint)
+			}
+			// The event was emitted before it was seen, so the delay it
+			// announced is at least RetryAt - seen.
+			if d := e.RetryAt.Sub(seen); tc.within > 0 && d > hint+tc.within {
+				t.Fatalf("next attempt in %v, beyond the window [%v, %v]", d, hint, hint+tc.within)
 			}
 		})
 	}
@@ -271,5 +283,20 @@ func TestCloseWhileAWelcomeArrives(t *testing.T) {
 	case <-closed:
 	case <-ctx.Done():
 		t.Fatal("Close did not return: the session that came up during it was left open")
+	}
+}
+
+// TestWebSocketCloseWindow: a WebSocket close reason's hint and window
+// reach the reconnect schedule (closeOfWS), and a reason of another peer
+// is all text.
+func TestWebSocketCloseWindow(t *testing.T) {
+	err := closeOfWS(&gws.CloseError{Code: 1013, Reason: []byte("retry_after_ms=1500 retry_within_ms=120 too many handshakes in flight")})
+	want := wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: 1500 * time.Millisecond, RetryWithin: 120 * time.Millisecond, Text: "too many handshakes in flight"}
+	if cl, ok := err.(wire.Close); !ok || cl != want {
+		t.Errorf("closeOfWS = %#v, want %#v", err, want)
+	}
+	err = closeOfWS(&gws.CloseError{Code: 1001, Reason: []byte("bye")})
+	if cl, ok := err.(wire.Close); !ok || cl.RetryAfter != 0 || cl.RetryWithin != 0 || cl.Text != "bye" {
+		t.Errorf("closeOfWS(bye) = %#v", err)
 	}
 }
