@@ -71,6 +71,11 @@ type Limiter struct {
 	room  *waitingRoom  // nil without Queue.MaxWait
 	rate  atomic.Uint64 // admissions per second, float64 bits (Rate)
 	busy  atomic.Uint64 // admissions per second while full, float64 bits (BusyRate)
+	// emptied is set when in-flight falls to 0 and cleared by each
+	// flush: whether the interval had a moment with nothing in flight.
+	// It is written once per interval at most (load, then store), so
+	// the hot path stays a load.
+	emptied atomic.Bool
 	rnd   jitter        // RetryAfter's draws
 
 	mu         sync.Mutex // guards the flush state below
@@ -105,6 +110,7 @@ func NewLimiter(cfg LimiterConfig) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{lim: cfg.Limit, clock: cfg.Clock, cfg: cfg}
+	l.emptied.Store(true) // nothing in flight yet
 	if cfg.Queue.MaxWait > 0 {
 		l.room = &waitingRoom{}
 	}
@@ -351,7 +357,9 @@ func (l *Limiter) release(t Token) {
 	if t.prio == int8(P0) || t.prio == int8(P1) {
 		l.prio[t.prio].Add(-1)
 	}
-	l.word.Add(^uint64(0)) // in-flight - 1; in-flight is >= 1 here, so no borrow
+	if uint32(l.word.Add(^uint64(0))) == 0 && !l.emptied.Load() { // in-flight - 1; >= 1 before, so no borrow
+		l.emptied.Store(true)
+	}
 	if l.room != nil && l.room.n.Load() > 0 {
 		l.dispatch()
 	}
@@ -424,15 +432,20 @@ func (l *Limiter) flushLocked(now int64) {
 	}
 	elapsed := time.Duration(now - l.lastNs)
 	l.lastNs = now
+	emptied := l.emptied.Swap(false)
 	if elapsed > 0 {
 		d, span := halfLife(elapsed), elapsed
-		idle := elapsed > 4*l.cfg.FlushInterval
+		// An idle gap: an interval over four flush intervals long in
+		// which nothing was in flight at some moment. The flush comes
+		// with the first timed release after the gap, so the
+		// acquisitions counted came within about one interval, not over
+		// the gap (over the gap, a herd's first flush read 2 a second
+		// and its hints were minutes long). Work that holds its slots
+		// longer than four intervals, flushed only at its releases, has
+		// long intervals too, but never an empty moment: taken for
+		// gaps, its intervals read 12 times too slow.
+		idle := elapsed > 4*l.cfg.FlushInterval && emptied
 		if idle {
-			// The Limiter was idle: the flush comes with the first
-			// timed release after the gap, so the acquisitions counted
-			// came within about one interval, not over the gap (over
-			// the gap, a herd's first flush read 2 a second and its
-			// hints were minutes long).
 			d, span = 0, l.cfg.FlushInterval
 		}
 		inst := float64(acquired) / span.Seconds()
@@ -443,7 +456,7 @@ func (l *Limiter) flushLocked(now int64) {
 		// the busy rate where the last full interval put it. Nor does an
 		// interval with an idle gap in it: its peak may be from the
 		// busy moment before the gap, and the few acquisitions of that
-		// moment counted over one interval replaced the busy rate
+		// moment read as a rate replaced the busy rate
 		// (TestBusyRateHoldsThroughAQuietSpell failed 1 run in 5 on it).
 		full := peak >= int(l.ceil[P0].Load()) || refused > 0 || (l.room != nil && l.room.n.Load() > 0)
 		if full && !idle {

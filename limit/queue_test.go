@@ -471,3 +471,84 @@ func TestBusyRateHoldsThroughAQuietSpell(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestRetryMinCountsFromArrival: a request refused after it waited in the
+// room has that much less of Retry.Min to wait (RetryWindowWaited): a herd
+// whose waits expired together is told its places from the expiry, so the
+// node is not left idle for Retry.Min between the room draining and the
+// first refused coming back.
+func TestRetryMinCountsFromArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 10, QueueConfig{MaxWait: 2 * time.Second})
+		stop := closedLoop(t, l, 10, 10*time.Millisecond)
+		time.Sleep(3 * time.Second)
+		if w := l.RetryWindowWaited(P2, 2*time.Second); w.After > 10*time.Millisecond {
+			t.Errorf("the first refused after a 2 s wait is told %+v, want its place (about 1 ms) with Retry.Min (1 s) spent waiting", w)
+		}
+		if w := l.RetryWindowWaited(P2, 300*time.Millisecond); w.After < 700*time.Millisecond || w.After > 750*time.Millisecond {
+			t.Errorf("refused after a 300 ms wait: %+v, want the rest of Retry.Min (700 ms) and its place", w)
+		}
+		if w := l.RetryWindow(P2); w.After < time.Second {
+			t.Errorf("refused at once: %+v, want at least Retry.Min", w)
+		}
+		stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+	})
+}
+
+// TestCapacityWhileFullIsTheBusyRate: a herd that follows an idle spell
+// fills the free slots at once, and a flush soon after reads that fill as
+// a rate (40 slots in 25 ms: 1,600 a second) while the node serves 100. While the Limiter is full, the places of refused work are
+// spaced at the rate it admits at while full (BusyRate), not at that fill.
+func TestCapacityWhileFullIsTheBusyRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 40, QueueConfig{MaxWait: time.Minute})
+		stop := closedLoop(t, l, 40, 400*time.Millisecond)
+		time.Sleep(3 * time.Second)
+		stop()
+		time.Sleep(10 * time.Second)
+		stop = closedLoop(t, l, 40, 400*time.Millisecond)
+		time.Sleep(25 * time.Millisecond)
+		// A refusal 25 ms into the herd flushes: the 40 slots taken in
+		// those 25 ms read as 1,600 a second.
+		if _, ok := l.TryAcquirePriority(P2); ok {
+			t.Fatal("a 41st slot while 40 workers hold the limit of 40")
+		}
+		if l.Rate() < 500 {
+			t.Fatalf("rate %.0f/s after the fill; the test needs the fill read as a rate", l.Rate())
+		}
+		for range 100 {
+			l.RetryWindow(P2)
+		}
+		// 100 places at the busy rate (about 100 a second, handed out
+		// 1.05 times faster): about 0.95 s after Retry.Min.
+		if lo, _ := l.RetryRange(P2); lo < 1700*time.Millisecond {
+			t.Errorf("100 refusals while full at a busy rate of %.0f/s (rate %.0f/s) are told to come back from %v; want about 1.95 s", l.BusyRate(), l.Rate(), lo)
+		}
+		stop()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+	})
+}
+
+// TestRateOfSlowWork: work that holds its slots longer than four flush
+// intervals is flushed only at its releases, so every interval is long;
+// that is not an idle gap. 40 slots of 400 ms: 100 a second, read as
+// such by Rate and BusyRate (20 times that while any long interval was
+// taken for a gap).
+func TestRateOfSlowWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 40, QueueConfig{MaxWait: time.Minute})
+		stop := closedLoop(t, l, 40, 400*time.Millisecond)
+		// The first flush reads the fill after the idle start as a herd
+		// (TestRateAfterAnIdleSpell); ten half-lives later that is gone.
+		time.Sleep(10 * time.Second)
+		if r, b := l.Rate(), l.BusyRate(); r < 70 || r > 140 || b < 70 || b > 140 {
+			t.Errorf("rate %.0f/s, busy rate %.0f/s for 40 slots of 400 ms; want about 100", r, b)
+		}
+		stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+	})
+}
