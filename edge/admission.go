@@ -137,14 +137,18 @@ func (a *admission) acquireHandshake(rank int, granted func(tok limit.Token, ok 
 	return tok, w == limit.Acquired, w
 }
 
-// refusalHint is the retry window of work of rank a Limiter refused: the
-// later of the Limiter's (its place in the virtual queue: the backlog
-// ahead over the admission rate) and the Shedder's (when its stage will
-// admit rank again).
-func (a *admission) refusalHint(l *limit.Limiter, rank int, now time.Time) limit.Retry {
-	r := l.RetryWindow(limiterPriority(rank))
-	if a.shedder != nil {
-		if sr := a.shedder.RetryWindowAt(limiterPriority(rank), now); sr.After > r.After {
+// refusalHint is the retry window of work of rank a Limiter refused after
+// it waited for waited (0: refused at once): the Limiter's (its place in
+// the virtual queue: the backlog ahead over the admission rate), or the
+// Shedder's when its stage turns rank away and will admit it later. (A
+// Shedder whose stage admits rank gives a range of Retry.Min, which is no
+// hint of when a slot frees: taking the later of the two put every
+// refused Hello a whole second out.)
+func (a *admission) refusalHint(l *limit.Limiter, rank int, now time.Time, waited time.Duration) limit.Retry {
+	p := limiterPriority(rank)
+	r := l.RetryWindowWaited(p, waited)
+	if a.shedder != nil && !a.shedder.Stage().Admits(p) {
+		if sr := a.shedder.RetryWindowAt(p, now); sr.After > r.After {
 			r = sr
 		}
 	}
@@ -162,7 +166,7 @@ func (a *admission) acquire(l *limit.Limiter, rank int, now time.Time) (limit.To
 	}
 	tok, ok := l.TryAcquirePriority(limiterPriority(rank))
 	if !ok {
-		return limit.Token{}, false, a.refusalHint(l, rank, now), false
+		return limit.Token{}, false, a.refusalHint(l, rank, now, 0), false
 	}
 	return tok, true, limit.Retry{}, true
 }

@@ -270,9 +270,10 @@ func (s *session) hello(f *corralv1.ClientFrame, h *corralv1.Hello) {
 	s.mu.Lock()
 	s.queued = true
 	s.mu.Unlock()
+	queued := e.now()
 	tok, held, w := e.adm.acquireHandshake(rank, func(tok limit.Token, ok bool) {
 		if !ok {
-			s.refuseHandshake(rank)
+			s.refuseHandshake(rank, e.now().Sub(queued))
 			return
 		}
 		s.admitted(f, h, tok, true)
@@ -283,19 +284,20 @@ func (s *session) hello(f *corralv1.ClientFrame, h *corralv1.Hello) {
 		e.metrics.shed.WithLabelValues("queue_handshake", priorityLabel(rank)).Inc()
 		return
 	case limit.Refused:
-		s.refuseHandshake(rank)
+		s.refuseHandshake(rank, 0)
 		return
 	}
 	s.admitted(f, h, tok, held)
 	s.relayEarly()
 }
 
-// refuseHandshake closes a session whose Hello found no handshake slot,
-// with a hint sized by the backlog.
-func (s *session) refuseHandshake(rank int) {
+// refuseHandshake closes a session whose Hello found no handshake slot
+// (at once, or after it waited for waited), with a hint sized by the
+// backlog.
+func (s *session) refuseHandshake(rank int, waited time.Duration) {
 	e := s.e
 	e.metrics.shed.WithLabelValues("reject_handshake", priorityLabel(rank)).Inc()
-	r := e.adm.refusalHint(e.adm.handshake, rank, e.now())
+	r := e.adm.refusalHint(e.adm.handshake, rank, e.now(), waited)
 	e.log.Debug("edge: hello refused: no handshake slot", "priority", priorityLabel(rank), "retry_after", r.After, "retry_within", r.Within,
 		"waiting", e.adm.handshake.Waiting(), "admissions_per_second", int(e.adm.handshake.Rate()))
 	s.close(refusal(wire.CloseTryAgainLater, r, "too many handshakes in flight"), true)
