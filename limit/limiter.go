@@ -76,7 +76,7 @@ type Limiter struct {
 	// It is written once per interval at most (load, then store), so
 	// the hot path stays a load.
 	emptied atomic.Bool
-	rnd   jitter        // RetryAfter's draws
+	rnd     jitter // RetryAfter's draws
 
 	mu         sync.Mutex // guards the flush state below
 	lastSeq    uint32
