@@ -4,9 +4,10 @@
 //   - TestReference writes, and checks against the Go code, the reference
 //     tables the SDK's unit tests compare with (test/reference): package
 //     backoff's delays for a grid of attempts, previous delays, uniform draws
-//     and hints, and the frames package wire encodes, so the TypeScript
-//     backoff and codec are checked against the Go ones without running Go
-//     in Vitest. Regenerate with `go test ./sdk/js/e2e -run TestReference -update`.
+//     and hints (with retry windows), the frames package wire encodes and
+//     the close reasons wire.ParseReason reads, so the TypeScript backoff,
+//     codec and parseReason are checked against the Go ones without running
+//     Go in Vitest. Regenerate with `go test ./sdk/js/e2e -run TestReference -update`.
 //   - TestBrowserResumesAcrossDrain builds the corral binary, runs two
 //     `corral hub` processes on one NATS server, and drives headless Chromium
 //     (playwright-core, driver.mjs) through a page that uses the built SDK:

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,15 +33,17 @@ type backoffCase struct {
 	// Hints: [hintMs, u, delay in nanoseconds].
 	Hints [][3]float64 `json:"hints"`
 	// Sequence: a Backoff fed the draws in order, with hints and resets:
-	// each step is {"op": "next"|"hint"|"reset", "ms": hint, "ns": result}.
+	// each step is {"op": "next"|"hint"|"reset", "ms": hint, "within":
+	// the hint's retry window (HintWithin), "ns": result}.
 	Sequence []seqStep `json:"sequence"`
 }
 
 type seqStep struct {
-	Op string  `json:"op"`
-	Ms float64 `json:"ms,omitempty"`
-	U  float64 `json:"u,omitempty"`
-	Ns int64   `json:"ns,omitempty"`
+	Op     string  `json:"op"`
+	Ms     float64 `json:"ms,omitempty"`
+	Within float64 `json:"within,omitempty"`
+	U      float64 `json:"u,omitempty"`
+	Ns     int64   `json:"ns,omitempty"`
 }
 
 // seqRand returns the draws of a sequence in order.
@@ -91,10 +94,20 @@ func backoffTable(t *testing.T) []backoffCase {
 			}
 		}
 		// A reconnect loop: failures, a server hint (the floor of one delay),
-		// two hints before one delay (the larger wins), a success (reset).
+		// two hints before one delay (the larger wins), a success (reset);
+		// then retry windows: a hint with its window, a larger hint's window
+		// beating a smaller hint's, a larger hint without a window beating
+		// one with, a negative window (none), an hour's hint and window
+		// (clamped to max_hint), a window dropped by reset.
 		script := []seqStep{{Op: "next", U: 0.3}, {Op: "next", U: 0.9}, {Op: "hint", Ms: 1200}, {Op: "next", U: 0.5},
 			{Op: "next", U: 0.05}, {Op: "hint", Ms: 300}, {Op: "hint", Ms: 2000}, {Op: "next", U: 0.75}, {Op: "next", U: 1},
-			{Op: "reset"}, {Op: "hint", Ms: 500}, {Op: "reset"}, {Op: "next", U: 0.6}, {Op: "next", U: 0.2}}
+			{Op: "reset"}, {Op: "hint", Ms: 500}, {Op: "reset"}, {Op: "next", U: 0.6}, {Op: "next", U: 0.2},
+			{Op: "hint", Ms: 700, Within: 150}, {Op: "next", U: 0.4}, {Op: "next", U: 0.7},
+			{Op: "hint", Ms: 900, Within: 50}, {Op: "hint", Ms: 400, Within: 5000}, {Op: "next", U: 1},
+			{Op: "hint", Ms: 300, Within: 100}, {Op: "hint", Ms: 600}, {Op: "next", U: 0.5},
+			{Op: "hint", Ms: 800, Within: -20}, {Op: "next", U: 0.9},
+			{Op: "hint", Ms: 7200000, Within: 7200000}, {Op: "next", U: 0.5},
+			{Op: "hint", Ms: 1000, Within: 10}, {Op: "reset"}, {Op: "next", U: 0.8}}
 		r := &seqRand{}
 		for _, s := range script {
 			if s.Op == "next" {
@@ -110,7 +123,11 @@ func backoffTable(t *testing.T) []backoffCase {
 			case "next":
 				s.Ns = int64(b.Next())
 			case "hint":
-				b.Hint(ms(s.Ms))
+				if s.Within != 0 {
+					b.HintWithin(ms(s.Ms), ms(s.Within))
+				} else {
+					b.Hint(ms(s.Ms))
+				}
 			case "reset":
 				b.Reset()
 			}
@@ -183,11 +200,50 @@ func serverFrames() map[string]*corralv1.ServerFrame {
 		"message-unspecified": {Frame: &corralv1.ServerFrame_Message{Message: &corralv1.Message{Channel: "a", Epoch: "e", Offset: 1}}},
 		"gap":                 {Frame: &corralv1.ServerFrame_Gap{Gap: &corralv1.Gap{Channel: "news", Epoch: "ep-1", FromOffset: 10, ToOffset: 12, Reason: "slow consumer"}}},
 		"goaway":              {Frame: &corralv1.ServerFrame_GoAway{GoAway: &corralv1.GoAway{Code: 1001, Reason: "draining", RetryAfterMs: 1500, Drain: true}}},
+		"goaway-window":       wire.Close{Code: wire.CloseGoingAway, RetryAfter: 1500 * time.Millisecond, RetryWithin: 250 * time.Millisecond, Text: "draining"}.GoAwayFrame(true),
 		"ping":                {Frame: &corralv1.ServerFrame_Ping{Ping: &corralv1.Ping{}}},
 		"pong":                {Id: 4, Frame: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{Payload: []byte("x")}}},
 		"error":               {Id: 1, Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: 4005, Text: "channel secret not allowed by the token", Channel: "secret"}}},
 		"error-close":         {Frame: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: 1013, Text: "overloaded", RetryAfterMs: 2000}}},
+		"error-window":        wire.Close{Code: wire.CloseTryAgainLater, RetryAfter: 2 * time.Second, RetryWithin: 120 * time.Millisecond, Text: "overloaded"}.ErrorFrame(0),
 	}
+}
+
+// reasonCase is a WebSocket close reason as wire.ParseReason reads it:
+// the SDK's parseReason must read it the same.
+type reasonCase struct {
+	Reason   string `json:"reason"`
+	AfterMs  int64  `json:"retryAfterMs"`
+	WithinMs int64  `json:"retryWithinMs"`
+	Text     string `json:"text"`
+}
+
+// reasons returns the close reasons of wire's TestReasonRoundTrip (as
+// FormatReason writes them) and TestParseReasonForeign, and a few more,
+// as ParseReason reads them.
+func reasons() []reasonCase {
+	in := []string{
+		wire.FormatReason(1234*time.Millisecond, 0, "draining"),
+		wire.FormatReason(2*time.Second, 0, ""),
+		wire.FormatReason(1500*time.Microsecond, 0, ""),
+		wire.FormatReason(1234*time.Millisecond, 120*time.Millisecond, "full"),
+		wire.FormatReason(time.Second, 1500*time.Microsecond, ""),
+		wire.FormatReason(0, time.Second, "bye"),
+		wire.FormatReason(time.Second, 0, "retry_within_ms=x"),
+		wire.FormatReason(time.Second, 100*time.Millisecond, strings.Repeat("é", 100)),
+		"", "bye", "going away", "retry_after_ms=", "retry_after_ms=x", "retry_after_ms=12x", "retry_after_ms=0 x",
+		"retry_after_ms=99999999999999999 big", "retry_after_ms=999999999999 twelve digits", "Retry_after_ms=5", "retry_within_ms=5 text",
+		"retry_after_ms=5 retry_within_ms=", "retry_after_ms=5 retry_within_ms=0 x", "retry_after_ms=5 retry_within_ms=7x",
+		"retry_after_ms=5 retry_within_ms=9999999999999 x", "retry_after_ms=5 retry_within_ms=999999999999",
+		"retry_after_ms=5  retry_within_ms=7 two spaces", "retry_after_ms=5 retry_within_ms=7 retry_within_ms=8",
+		"retry_after_ms=5 x retry_within_ms=7",
+	}
+	out := make([]reasonCase, 0, len(in))
+	for _, s := range in {
+		r, w, text := wire.ParseReason(s)
+		out = append(out, reasonCase{Reason: s, AfterMs: r.Milliseconds(), WithinMs: w.Milliseconds(), Text: text})
+	}
+	return out
 }
 
 // reference is the file the SDK's unit tests read.
@@ -196,6 +252,7 @@ type reference struct {
 	Backoff []backoffCase `json:"backoff"`
 	Client  []frameCase   `json:"client"`
 	Server  []frameCase   `json:"server"`
+	Reasons []reasonCase  `json:"reasons"`
 }
 
 func encodeAll[F any](t *testing.T, frames map[string]F, enc func(*wire.Codec, []byte, F) ([]byte, error)) []frameCase {
@@ -250,6 +307,7 @@ func TestReference(t *testing.T) {
 		Server: encodeAll(t, serverFrames(), func(c *wire.Codec, dst []byte, f *corralv1.ServerFrame) ([]byte, error) {
 			return c.AppendServerFrame(dst, f)
 		}),
+		Reasons: reasons(),
 	}
 	got, err := json.MarshalIndent(ref, "", " ")
 	if err != nil {

@@ -6,7 +6,9 @@
 // compare). A server's retry hint h is a floor with the policy's jitter above
 // it: h + u*w*h, uniform on [h, h*(1+w)], w the relative width of the policy's
 // jitter (full 1, equal 1/2, decorrelated multiplier-1, grpc 2*jitter, none
-// and exponential 0).
+// and exponential 0). A server that spaces the clients it sends away itself
+// gives a retry window w beside the hint: the delay is then drawn uniformly
+// from [h, h+w] whatever the policy (Backoff.HintWithin in Go).
 
 /** The policy names, as in package backoff. */
 export type PolicyName = "none" | "exponential" | "full" | "equal" | "decorrelated" | "grpc";
@@ -177,13 +179,29 @@ export class Policy {
     const d = h + clampU(u) * this.hintWidth * h;
     return d < h ? h : d;
   }
+
+  /**
+   * windowDelay returns the delay in ms after a server's retry hint with its
+   * retry window: uniform on [h, h + w] by u, whatever the policy (the window
+   * replaces the policy's jitter above the hint), h and w each clamped to
+   * maxHintMs; 0 for h <= 0, hintDelay(h, u) for w <= 0.
+   */
+  windowDelay(hintMs: number, withinMs: number, u: number): number {
+    if (!(hintMs > 0)) return 0;
+    if (!(withinMs > 0)) return this.hintDelay(hintMs, u);
+    const max = this.options.maxHintMs;
+    const h = Math.min(hintMs, max);
+    const d = h + clampU(u) * Math.min(withinMs, max);
+    return d < h ? h : d;
+  }
 }
 
 /**
  * Backoff is the reconnect schedule of one connection: next() returns the
  * delay before the next attempt, reset() starts over after a success, hint()
- * records a server's retry-after for the next delay. One draw of random() per
- * next(). Not shared between connections.
+ * records a server's retry-after (and its retry window, if it gave one) for
+ * the next delay. One draw of random() per next(). Not shared between
+ * connections.
  */
 export class Backoff {
   readonly policy: Policy;
@@ -191,6 +209,7 @@ export class Backoff {
   private attempts = 0;
   private prev = 0;
   private pending = 0;
+  private within = 0; // the pending hint's retry window, 0 when none
 
   constructor(options: BackoffOptions | Policy = {}, random: () => number = Math.random) {
     this.policy = options instanceof Policy ? options : new Policy(options);
@@ -202,8 +221,8 @@ export class Backoff {
     const u = this.random();
     let d: number;
     if (this.pending > 0) {
-      d = this.policy.hintDelay(this.pending, u);
-      this.pending = 0;
+      d = this.policy.windowDelay(this.pending, this.within, u);
+      this.pending = this.within = 0;
     } else {
       d = this.policy.delay(this.attempts, this.prev, u);
     }
@@ -212,16 +231,28 @@ export class Backoff {
     return d;
   }
 
-  /** hint records a server's retry-after (ms) for the next delay; the largest of several wins; 0 or less is ignored. */
-  hint(retryAfterMs: number): void {
-    if (retryAfterMs > this.pending) this.pending = retryAfterMs;
+  /**
+   * hint records a server's retry-after (ms) for the next delay, with the
+   * retry window the server gave beside it (withinMs, 0 or absent when none).
+   * With a window the next delay is drawn uniformly from [retryAfterMs,
+   * retryAfterMs + withinMs] instead of above the hint by the policy's jitter
+   * ([h, 2h] for full jitter), which would stretch a herd's return over as
+   * long again as the server planned; without one, the policy's jitter. Both
+   * are clamped to maxHintMs. The largest of several hints wins, with its own
+   * window; a hint of 0 or less is ignored, window and all.
+   */
+  hint(retryAfterMs: number, withinMs = 0): void {
+    if (retryAfterMs > this.pending) {
+      this.pending = retryAfterMs;
+      this.within = withinMs; // windowDelay takes 0 or less (or NaN) as none
+    }
   }
 
   /** reset starts over, as after a successful connection, and drops a pending hint. */
   reset(): void {
     this.attempts = 0;
     this.prev = 0;
-    this.pending = 0;
+    this.pending = this.within = 0;
   }
 
   /** attempt is the number of delays next() returned since the last reset. */

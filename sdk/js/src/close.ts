@@ -1,5 +1,5 @@
 // close.ts: the close-code table of wire/README.md and the close reason
-// format (retry_after_ms=<N> <text>).
+// format (retry_after_ms=<N> [retry_within_ms=<W>] <text>).
 
 /** Close codes of the session protocol (WebSocket close codes; Error.code and GoAway.code use the same numbers). */
 export const CloseCode = {
@@ -71,20 +71,33 @@ export function retryable(code: number): boolean {
 
 /**
  * parseReason splits a close reason into its retry hint in milliseconds (0 when
- * there is none) and its text, as wire.ParseReason does: a reason that does
- * not start with "retry_after_ms=" and a positive number of at most 12 digits
- * followed by a space or the end is all text.
+ * there is none), its retry window (0 when there is none) and its text, as
+ * wire.ParseReason does: a reason that does not start with "retry_after_ms="
+ * and a positive number of at most 12 digits followed by a space or the end
+ * is all text, with neither; a window is read only right after a hint, the
+ * same way ("retry_within_ms=", a positive number of at most 12 digits, a
+ * space or the end), else what follows the hint is all text.
  */
-export function parseReason(reason: string): { retryAfterMs: number; text: string } {
-  const key = "retry_after_ms=";
-  if (!reason.startsWith(key)) return { retryAfterMs: 0, text: reason };
-  const rest = reason.slice(key.length);
+export function parseReason(reason: string): { retryAfterMs: number; retryWithinMs: number; text: string } {
+  const hint = reasonField(reason, "retry_after_ms=");
+  if (!hint) return { retryAfterMs: 0, retryWithinMs: 0, text: reason };
+  const within = reasonField(hint.rest, "retry_within_ms=");
+  if (!within) return { retryAfterMs: hint.ms, retryWithinMs: 0, text: hint.rest };
+  return { retryAfterMs: hint.ms, retryWithinMs: within.ms, text: within.rest };
+}
+
+/**
+ * reasonField reads key and a positive count of milliseconds (at most 12
+ * digits) at the start of s, followed by a space or the end; rest is what
+ * follows the space. undefined when s does not start so.
+ */
+function reasonField(s: string, key: string): { ms: number; rest: string } | undefined {
+  if (!s.startsWith(key)) return undefined;
+  const rest = s.slice(key.length);
   let end = 0;
   while (end < rest.length && rest[end] >= "0" && rest[end] <= "9") end++;
-  if (end === 0 || end > 12 || (end < rest.length && rest[end] !== " ")) return { retryAfterMs: 0, text: reason };
+  if (end === 0 || end > 12 || (end < rest.length && rest[end] !== " ")) return undefined;
   const ms = Number(rest.slice(0, end));
-  if (ms === 0) return { retryAfterMs: 0, text: reason };
-  let text = rest.slice(end);
-  if (text !== "") text = text.slice(1);
-  return { retryAfterMs: ms, text };
+  if (ms === 0) return undefined;
+  return { ms, rest: rest.slice(end + 1) };
 }

@@ -106,11 +106,19 @@ export interface GapFrame {
   reason: string;
 }
 
+/**
+ * Retry windows: with retryAfterMs and retryWithinMs both set, the server has
+ * spaced the clients it sends away itself and asks each to come back
+ * uniformly within [retryAfterMs, retryAfterMs + retryWithinMs] instead of
+ * adding its own policy's jitter above the hint. 0 (an older server): the
+ * policy's jitter. A window without a hint means nothing.
+ */
 export interface GoAway {
   code: number;
   reason: string;
   retryAfterMs: number;
   drain: boolean;
+  retryWithinMs: number;
 }
 
 export interface ErrorFrame {
@@ -118,6 +126,8 @@ export interface ErrorFrame {
   text: string;
   retryAfterMs: number;
   channel: string;
+  /** See GoAway. */
+  retryWithinMs: number;
 }
 
 /** Everything a server sends: exactly one of the frame fields is set. */

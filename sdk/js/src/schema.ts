@@ -146,6 +146,7 @@ export const GoAway = schema("GoAway", [
   str(2, "reason"),
   u32(3, "retryAfterMs"),
   { no: 4, name: "drain", type: "bool" },
+  u32(5, "retryWithinMs"),
 ]);
 
 export const ErrorMsg = schema("Error", [
@@ -153,6 +154,7 @@ export const ErrorMsg = schema("Error", [
   str(2, "text"),
   u32(3, "retryAfterMs"),
   str(4, "channel"),
+  u32(5, "retryWithinMs"),
 ]);
 
 export const ServerFrame = schema("ServerFrame", [

@@ -94,4 +94,75 @@ describe("Backoff and server hints", () => {
     b.reset();
     expect(b.next()).toBe(100);
   });
+
+  // Package backoff's TestBackoffHintWithin.
+  it.each(["none", "full", "equal", "decorrelated", "grpc"] as const)(
+    "draws within a server's retry window [h, h + w], whatever the policy (%s), uniformly",
+    (policy) => {
+      const h = 10000;
+      const w = 500;
+      const b = new Backoff({ policy }, mulberry32(7));
+      const delays: number[] = [];
+      for (let i = 0; i < 4000; i++) {
+        b.hint(h, w);
+        delays.push(b.next());
+      }
+      const lo = Math.min(...delays);
+      const hi = Math.max(...delays);
+      expect(lo).toBeGreaterThanOrEqual(h);
+      expect(hi).toBeLessThanOrEqual(h + w);
+      // Uniform: the extremes near the window's ends, the mean near its middle.
+      expect(lo).toBeLessThan(h + w / 50);
+      expect(hi).toBeGreaterThan(h + w - w / 50);
+      const mean = delays.reduce((a, d) => a + d, 0) / delays.length;
+      expect(Math.abs(mean - (h + w / 2))).toBeLessThan(w / 20);
+    },
+  );
+
+  it("takes the largest hint with its own window, the policy's jitter without one, and clamps both to maxHintMs", () => {
+    const b = new Backoff({}, () => 1);
+    b.hint(2000, 1);
+    b.hint(1000, 3600000); // a smaller hint: ignored, window and all
+    expect(b.next()).toBe(2001);
+    b.hint(1000, 1);
+    b.hint(3000); // a larger hint without a window: full jitter's [h, 2h]
+    expect(b.next()).toBe(6000);
+    for (const w of [0, -1000, NaN]) {
+      b.hint(1000, w); // no window: the policy's jitter
+      expect(b.next(), String(w)).toBe(2000);
+    }
+    b.hint(0, 500); // a window without a hint is nothing
+    expect(b.next()).toBe(b.policy.delay(5, 2000, 1));
+    b.hint(1000, 10);
+    b.reset();
+    expect(b.next()).toBe(500); // the schedule's first delay at u = 1
+    const capped = new Backoff({ maxHintMs: 60000 }, () => 1);
+    capped.hint(3600000, 3600000);
+    expect(capped.next()).toBe(120000);
+    const p = new Policy({ maxHintMs: 60000 });
+    expect(p.windowDelay(3600000, 10, 0.5)).toBe(60005);
+    expect(p.windowDelay(100, 3600000, 0.5)).toBe(30100);
+    expect(p.windowDelay(100, 50, NaN)).toBe(100);
+    expect(p.windowDelay(100, 50, 7)).toBe(150);
+    expect(p.windowDelay(-1, 50, 0.5)).toBe(0);
+  });
+
+  it("brings a herd given one hint and a 200 ms window back within it: 1,000 clients in [2 s, 2.2 s]", () => {
+    const random = mulberry32(12);
+    const delays: number[] = [];
+    for (let i = 0; i < 1000; i++) {
+      const b = new Backoff({}, random);
+      b.next();
+      b.hint(2000, 200);
+      delays.push(b.next());
+    }
+    expect(Math.min(...delays)).toBeGreaterThanOrEqual(2000);
+    expect(Math.max(...delays)).toBeLessThanOrEqual(2200);
+    const buckets = new Array(10).fill(0);
+    for (const d of delays) buckets[Math.min(9, Math.floor((d - 2000) / 20))]++;
+    for (const n of buckets) {
+      expect(n).toBeGreaterThan(60);
+      expect(n).toBeLessThan(140);
+    }
+  });
 });

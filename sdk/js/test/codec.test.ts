@@ -78,12 +78,46 @@ describe("json", () => {
 });
 
 describe("close codes", () => {
-  it("parses reasons as wire.ParseReason does", () => {
-    expect(parseReason("retry_after_ms=1500 draining")).toEqual({ retryAfterMs: 1500, text: "draining" });
-    expect(parseReason("retry_after_ms=20")).toEqual({ retryAfterMs: 20, text: "" });
-    for (const whole of ["retry_after_ms=0 x", "retry_after_ms=12x", "retry_after_ms=1234567890123", "retry_after_ms=", "plain text", ""]) {
-      expect(parseReason(whole)).toEqual({ retryAfterMs: 0, text: whole });
+  // The cases of wire's TestReasonRoundTrip (the reasons FormatReason
+  // writes) and TestParseReasonForeign.
+  it.each([
+    ["hint and text", "retry_after_ms=1234 draining", 1234, 0, "draining"],
+    ["hint only", "retry_after_ms=2000", 2000, 0, ""],
+    ["text only", "bye", 0, 0, "bye"],
+    ["sub-millisecond hint rounded up", "retry_after_ms=2", 2, 0, ""],
+    ["text that looks like a hint", "retry_after_ms=x", 0, 0, "retry_after_ms=x"],
+    ["hint, window and text", "retry_after_ms=1234 retry_within_ms=120 full", 1234, 120, "full"],
+    ["hint and window", "retry_after_ms=1000 retry_within_ms=2", 1000, 2, ""],
+    ["text that looks like a window", "retry_after_ms=1000 retry_within_ms=x", 1000, 0, "retry_within_ms=x"],
+    ["a window of 12 digits", "retry_after_ms=5 retry_within_ms=999999999999", 5, 999999999999, ""],
+    ["a window read once", "retry_after_ms=5 retry_within_ms=7 retry_within_ms=8", 5, 7, "retry_within_ms=8"],
+    ["a window only right after the hint", "retry_after_ms=5 x retry_within_ms=7", 5, 0, "x retry_within_ms=7"],
+  ])("parses %s as wire.ParseReason does", (_, reason, retryAfterMs, retryWithinMs, text) => {
+    expect(parseReason(reason)).toEqual({ retryAfterMs, retryWithinMs, text });
+  });
+
+  it("reads a foreign reason as all text, and anything after a hint but a well-formed window as text", () => {
+    const foreign = ["", "going away", "plain text", "retry_after_ms=", "retry_after_ms=12x", "retry_after_ms=0 x", "retry_after_ms=1234567890123"];
+    foreign.push("retry_after_ms=99999999999999999 big", "Retry_after_ms=5", "retry_within_ms=5 text");
+    for (const whole of foreign) {
+      expect(parseReason(whole), whole).toEqual({ retryAfterMs: 0, retryWithinMs: 0, text: whole });
     }
+    for (const rest of ["retry_within_ms=", "retry_within_ms=0 x", "retry_within_ms=7x", "retry_within_ms=9999999999999 x", " retry_within_ms=7"]) {
+      expect(parseReason("retry_after_ms=5 " + rest), rest).toEqual({ retryAfterMs: 5, retryWithinMs: 0, text: rest });
+    }
+  });
+
+  it("decodes the retry windows of GoAway and Error in both formats", () => {
+    const frames: ServerFrame[] = [
+      { id: 0, goAway: { code: 1013, reason: "shed", retryAfterMs: 800, drain: false, retryWithinMs: 40 } },
+      { id: 0, error: { code: 1013, text: "full", retryAfterMs: 3000, channel: "", retryWithinMs: 4294967295 } },
+    ];
+    for (const f of frames) {
+      expect(decodeServerFrame("proto", encodeServerFrame("proto", f))).toEqual(f);
+      expect(decodeServerFrame("json", encodeServerFrame("json", f))).toEqual(f);
+    }
+    expect(decodeServerFrame("json", '{"goAway":{"retry_after_ms":5,"retry_within_ms":"6"}}').goAway).toMatchObject({ retryAfterMs: 5, retryWithinMs: 6 });
+    expect(decodeServerFrame("proto", unhex("4200")).goAway).toMatchObject({ retryAfterMs: 0, retryWithinMs: 0 }); // an older server's GoAway
   });
 
   it("stops only on the terminal codes of the table", () => {

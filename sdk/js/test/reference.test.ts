@@ -4,6 +4,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { Backoff, Policy, type BackoffOptions } from "../src/backoff.js";
+import { parseReason } from "../src/close.js";
 import { decodeServerFrame, encodeClientFrame } from "../src/codec.js";
 import type { ClientFrame, ServerFrame } from "../src/frames.js";
 
@@ -12,10 +13,11 @@ interface Ref {
     options: BackoffOptions;
     delays: [number, number, number, number][];
     hints: [number, number, number][];
-    sequence: { op: string; ms?: number; u?: number; ns?: number }[];
+    sequence: { op: string; ms?: number; within?: number; u?: number; ns?: number }[];
   }[];
   client: { name: string; proto: string; json: string }[];
   server: { name: string; proto: string; json: string }[];
+  reasons: { reason: string; retryAfterMs: number; retryWithinMs: number; text: string }[];
 }
 
 const ref: Ref = JSON.parse(readFileSync(new URL("./reference/go.json", import.meta.url), "utf8"));
@@ -49,7 +51,7 @@ describe("backoff matches package backoff", () => {
       const draws = c.sequence.filter((s) => s.op === "next").map((s) => s.u ?? 0);
       const b = new Backoff(c.options, () => draws.shift()!);
       for (const s of c.sequence) {
-        if (s.op === "hint") b.hint(s.ms!);
+        if (s.op === "hint") b.hint(s.ms!, s.within);
         else if (s.op === "reset") b.reset();
         else expect(close(b.next(), s.ns ?? 0), `step ${JSON.stringify(s)}`).toBe(true);
       }
@@ -104,11 +106,13 @@ const serverFrames: Record<string, ServerFrame> = {
   },
   "message-unspecified": { id: 0, message: { channel: "a", epoch: "e", offset: 1, priority: 2, data: new Uint8Array(0), timeUnixMs: 0 } },
   gap: { id: 0, gap: { channel: "news", epoch: "ep-1", fromOffset: 10, toOffset: 12, reason: "slow consumer" } },
-  goaway: { id: 0, goAway: { code: 1001, reason: "draining", retryAfterMs: 1500, drain: true } },
+  goaway: { id: 0, goAway: { code: 1001, reason: "draining", retryAfterMs: 1500, drain: true, retryWithinMs: 0 } },
+  "goaway-window": { id: 0, goAway: { code: 1001, reason: "draining", retryAfterMs: 1500, drain: true, retryWithinMs: 250 } },
   ping: { id: 0, ping: { payload: new Uint8Array(0) } },
   pong: { id: 4, pong: { payload: bytes("x") } },
-  error: { id: 1, error: { code: 4005, text: "channel secret not allowed by the token", retryAfterMs: 0, channel: "secret" } },
-  "error-close": { id: 0, error: { code: 1013, text: "overloaded", retryAfterMs: 2000, channel: "" } },
+  error: { id: 1, error: { code: 4005, text: "channel secret not allowed by the token", retryAfterMs: 0, channel: "secret", retryWithinMs: 0 } },
+  "error-close": { id: 0, error: { code: 1013, text: "overloaded", retryAfterMs: 2000, channel: "", retryWithinMs: 0 } },
+  "error-window": { id: 0, error: { code: 1013, text: "overloaded", retryAfterMs: 2000, channel: "", retryWithinMs: 120 } },
 };
 
 describe("frames match package wire", () => {
@@ -129,4 +133,14 @@ describe("frames match package wire", () => {
       expect(decodeServerFrame("json", c.json)).toEqual(serverFrames[c.name]);
     });
   }
+});
+
+describe("close reasons match package wire", () => {
+  it("reads every reason of the reference as wire.ParseReason does", () => {
+    expect(ref.reasons.length).toBeGreaterThan(20);
+    expect(ref.reasons.some((r) => r.retryWithinMs > 0)).toBe(true);
+    for (const r of ref.reasons) {
+      expect(parseReason(r.reason), JSON.stringify(r.reason)).toEqual({ retryAfterMs: r.retryAfterMs, retryWithinMs: r.retryWithinMs, text: r.text });
+    }
+  });
 });
