@@ -3,10 +3,12 @@
 // allows: a random address first and the next one after each disconnect,
 // jittered reconnects (package backoff's policies, full jitter by default), a
 // server's retry hint as the floor of the next delay with the policy's jitter
-// above it, resume positions per channel sent in Hello, a gap surfaced once
-// per lost stretch, P0 messages acknowledged on receipt (or by the
-// application with manualAck) and delivered once (a resume's redeliveries are
-// dropped by offset), and a stop only on a terminal close the server sent.
+// above it (or, when the server sent a retry window beside the hint, a delay
+// drawn within the window), resume positions per channel sent in Hello, a
+// gap surfaced once per lost stretch, P0 messages acknowledged on receipt (or
+// by the application with manualAck) and delivered once (a resume's
+// redeliveries are dropped by offset), and a stop only on a terminal close
+// the server sent.
 
 import { Backoff, resolveBackoff, type BackoffOptions } from "./backoff.js";
 import { closeName, CloseCode, parseReason, retryable } from "./close.js";
@@ -120,6 +122,8 @@ export interface DisconnectedEvent {
   /** The close code's name and the server's text ("going away: draining"). */
   reason: string;
   retryAfterMs: number;
+  /** The server's retry window beside its hint (0: none, the policy's jitter above the hint). */
+  retryWithinMs: number;
   willRetry: boolean;
   retryInMs?: number;
   /** Date.now() at which the next attempt starts. */
@@ -169,18 +173,26 @@ export interface SubscriptionEvents {
   refused: RefusedEvent;
 }
 
-/** CorralError is a close or an error reply of the server: code is a close code of wire/README.md. */
+/**
+ * CorralError is a close or an error reply of the server: code is a close code
+ * of wire/README.md, retryAfterMs the server's hint and retryWithinMs the
+ * retry window beside it (0 without a hint).
+ */
 export class CorralError extends Error {
   readonly code: number;
   readonly retryAfterMs: number;
+  readonly retryWithinMs: number;
   readonly text: string;
-  constructor(code: number, text: string, retryAfterMs = 0) {
+  constructor(code: number, text: string, retryAfterMs = 0, retryWithinMs = 0) {
     const name = closeName(code);
-    super(`corral: ${code}${name ? " " + name : ""}${text ? ": " + text : ""}${retryAfterMs > 0 ? ` (retry after ${retryAfterMs} ms)` : ""}`);
+    const within = retryAfterMs > 0 && retryWithinMs > 0 ? retryWithinMs : 0;
+    const retry = retryAfterMs > 0 ? ` (retry after ${retryAfterMs} ms${within ? ` within ${within} ms` : ""})` : "";
+    super(`corral: ${code}${name ? " " + name : ""}${text ? ": " + text : ""}${retry}`);
     this.name = "CorralError";
     this.code = code;
     this.text = text;
     this.retryAfterMs = retryAfterMs;
+    this.retryWithinMs = within;
   }
   /** retryable reports whether the code is one a reconnect may get past. */
   get retryable(): boolean {
@@ -226,7 +238,21 @@ interface Request {
 interface Said {
   code: number;
   retryAfterMs: number;
+  retryWithinMs: number; // taken only with its hint (ended)
   text: string;
+}
+
+/** saidOf reads the close a GoAway or an Error announces, with its hint and window. */
+function saidOf(f: ServerFrame): Said | undefined {
+  if (f.goAway) {
+    const g = f.goAway;
+    return { code: g.code || CloseCode.GoingAway, retryAfterMs: g.retryAfterMs, retryWithinMs: g.retryWithinMs, text: g.reason };
+  }
+  if (f.error) {
+    const e = f.error;
+    return { code: e.code, retryAfterMs: e.retryAfterMs, retryWithinMs: e.retryWithinMs, text: e.text };
+  }
+  return undefined;
 }
 
 /**
@@ -560,8 +586,7 @@ export class Client extends Emitter<ClientEvents> {
         this.welcome(f.welcome);
         return;
       }
-      if (f.error && f.id === 0 && !f.error.channel) this.said = { code: f.error.code, retryAfterMs: f.error.retryAfterMs, text: f.error.text };
-      if (f.goAway) this.said = { code: f.goAway.code || CloseCode.GoingAway, retryAfterMs: f.goAway.retryAfterMs, text: f.goAway.reason };
+      if ((f.error && f.id === 0 && !f.error.channel) || f.goAway) this.said = saidOf(f);
       return;
     }
     // A reply carries the id of its request; a server's Ping carries an id
@@ -574,7 +599,7 @@ export class Client extends Emitter<ClientEvents> {
         if (f.subscribed) this.onSubscribed(f.subscribed, false);
         if (f.error) {
           if (f.error.channel && !r.frame.subscribe) this.refuse(f.error.channel, f.error.code, f.error.text);
-          r.reject(new CorralError(f.error.code, f.error.text, f.error.retryAfterMs));
+          r.reject(new CorralError(f.error.code, f.error.text, f.error.retryAfterMs, f.error.retryWithinMs));
         } else r.resolve(f);
         return;
       }
@@ -583,10 +608,10 @@ export class Client extends Emitter<ClientEvents> {
     else if (f.subscribed) this.onSubscribed(f.subscribed, true);
     else if (f.gap) this.onGap(f.gap);
     else if (f.ping) this.send({ id: f.id, pong: { payload: f.ping.payload } });
-    else if (f.goAway) this.said = { code: f.goAway.code || CloseCode.GoingAway, retryAfterMs: f.goAway.retryAfterMs, text: f.goAway.reason };
+    else if (f.goAway) this.said = saidOf(f);
     else if (f.error) {
       if (f.error.channel) this.refuse(f.error.channel, f.error.code, f.error.text);
-      else if (f.id === 0) this.said = { code: f.error.code, retryAfterMs: f.error.retryAfterMs, text: f.error.text };
+      else if (f.id === 0) this.said = saidOf(f);
     } else if (f.unsubscribed && f.id === 0 && this.subs.get(f.unsubscribed.channel)) {
       // The server ended the subscription (an answer to our Unsubscribe has its id).
       const channel = f.unsubscribed.channel;
@@ -737,7 +762,9 @@ export class Client extends Emitter<ClientEvents> {
   /**
    * ended handles the end of an attempt or a session: the close code and
    * reason the browser reports (1006 when the connection was cut), or those
-   * the server announced before (GoAway, Error), which win.
+   * the server announced before (GoAway, Error), which win. Of the close
+   * reason's hint and the announced one the larger wins with its own window
+   * (the close reason's on a tie, as the Go client reads it).
    */
   private ended(code: number, reason: string, local: boolean): void {
     const ws = this.ws;
@@ -757,10 +784,10 @@ export class Client extends Emitter<ClientEvents> {
     this.pending.clear();
     for (const st of this.subs.values()) st.sent = false;
 
-    let { retryAfterMs, text } = local ? { retryAfterMs: 0, text: reason } : parseReason(reason);
+    let { retryAfterMs, retryWithinMs, text } = local ? { retryAfterMs: 0, retryWithinMs: 0, text: reason } : parseReason(reason);
     if (this.said) {
       code = this.said.code;
-      retryAfterMs = Math.max(retryAfterMs, this.said.retryAfterMs);
+      if (this.said.retryAfterMs > retryAfterMs) ({ retryAfterMs, retryWithinMs } = this.said);
       if (!text) text = this.said.text;
     }
     const name = closeName(code);
@@ -769,15 +796,15 @@ export class Client extends Emitter<ClientEvents> {
     const terminal = !local && !retryable(code);
     if (code === CloseCode.ResumeImpossible) this.dropPositions();
     if (terminal) {
-      this.emit("disconnected", { url: this.url, code, reason: full, retryAfterMs, willRetry: false });
-      this.stop(new CorralError(code, text, retryAfterMs));
+      this.emit("disconnected", { url: this.url, code, reason: full, retryAfterMs, retryWithinMs, willRetry: false });
+      this.stop(new CorralError(code, text, retryAfterMs, retryWithinMs));
       return;
     }
-    this.retry.hint(retryAfterMs);
+    this.retry.hint(retryAfterMs, retryWithinMs);
     const d = Math.min(this.retry.next(), 0x7fffffff);
     const nextRetryAt = Date.now() + d;
     this.setState("disconnected");
-    this.emit("disconnected", { url: this.url, code, reason: full, retryAfterMs, willRetry: true, retryInMs: d, nextRetryAt });
+    this.emit("disconnected", { url: this.url, code, reason: full, retryAfterMs, retryWithinMs, willRetry: true, retryInMs: d, nextRetryAt });
     if (this.st !== "disconnected") return; // a listener closed the client
     this.timer = setTimeout(() => this.attempt(), d);
   }

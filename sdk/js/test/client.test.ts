@@ -320,6 +320,83 @@ describe.each(["proto", "json"] as const)("client over %s", (format) => {
     expect(d).toMatchObject({ code: 1013, retryAfterMs: 2000, retryInMs: 2500, reason: "try again later: overloaded" });
   });
 
+  it("draws within a GoAway's retry window instead of the policy's jitter above the hint", async () => {
+    const c = newClient(format, { random: () => 0.5 });
+    const log = record(c);
+    c.connect();
+    const ws = await up();
+    ws.push({ goAway: { code: 1001, reason: "draining", retryAfterMs: 1500, drain: true, retryWithinMs: 200 } });
+    ws.closeFromServer(1001, "retry_after_ms=1000 retry_within_ms=5000");
+    const d = log.filter((l) => l.name === "disconnected")[0].e;
+    // [h, h + w] at u = 0.5 is h + w/2 (full jitter would give 2250); the
+    // larger hint wins with its own window, not the close reason's.
+    expect(d).toMatchObject({ code: 1001, retryAfterMs: 1500, retryWithinMs: 200, retryInMs: 1600, willRetry: true });
+    const before = FakeWS.sockets.length;
+    await vi.advanceTimersByTimeAsync(1599);
+    expect(FakeWS.sockets.length).toBe(before);
+    await vi.advanceTimersByTimeAsync(1);
+    await flush();
+    expect(FakeWS.sockets.length).toBe(before + 1);
+  });
+
+  it("reads the retry window of a close reason (1013 from admission)", async () => {
+    const c = newClient(format, { random: () => 0.25 });
+    const log = record(c);
+    c.connect();
+    await flush();
+    FakeWS.last().accept();
+    FakeWS.last().closeFromServer(1013, "retry_after_ms=2000 retry_within_ms=400 overloaded");
+    const d = log.filter((l) => l.name === "disconnected")[0].e;
+    expect(d).toMatchObject({ code: 1013, retryAfterMs: 2000, retryWithinMs: 400, retryInMs: 2100, reason: "try again later: overloaded" });
+  });
+
+  it("weighs a refused Hello's Error against its close reason: the larger hint with its window, the close's on a tie", async () => {
+    const c = newClient(format, { random: () => 0.5 });
+    const log = record(c);
+    c.connect();
+    await flush();
+    let ws = FakeWS.last();
+    ws.accept();
+    ws.push({ error: { code: 1013, text: "admission", retryAfterMs: 2000, channel: "", retryWithinMs: 100 } });
+    ws.closeFromServer(1013, "retry_after_ms=2000 retry_within_ms=300 admission");
+    expect(log.filter((l) => l.name === "disconnected").at(-1)!.e).toMatchObject({ retryAfterMs: 2000, retryWithinMs: 300, retryInMs: 2150 });
+    await retry(c);
+    ws = FakeWS.last();
+    ws.accept();
+    ws.push({ error: { code: 1013, text: "admission", retryAfterMs: 1000, channel: "", retryWithinMs: 100 } });
+    ws.closeFromServer(1013, "retry_after_ms=3000 admission"); // larger, without a window: full jitter above it
+    expect(log.filter((l) => l.name === "disconnected").at(-1)!.e).toMatchObject({ retryAfterMs: 3000, retryWithinMs: 0, retryInMs: 4500 });
+    await retry(c);
+    ws = FakeWS.last();
+    ws.accept();
+    ws.push({ error: { code: 1013, text: "admission", retryAfterMs: 4000, channel: "", retryWithinMs: 100 } });
+    ws.closeFromServer(1013, "retry_after_ms=3000 retry_within_ms=10 admission");
+    expect(log.filter((l) => l.name === "disconnected").at(-1)!.e).toMatchObject({ retryAfterMs: 4000, retryWithinMs: 100, retryInMs: 4050 });
+  });
+
+  it("drops a window that comes without a hint", async () => {
+    const c = newClient(format, { random: () => 0.5 });
+    const log = record(c);
+    c.connect();
+    const ws = await up();
+    ws.push({ goAway: { code: 1001, reason: "draining", retryAfterMs: 0, drain: true, retryWithinMs: 700 } });
+    ws.closeFromServer(1001, "retry_within_ms=900 bye");
+    // Full jitter's first delay at u = 0.5: 250 ms of the 500 ms base.
+    expect(log.filter((l) => l.name === "disconnected")[0].e).toMatchObject({ retryAfterMs: 0, retryWithinMs: 0, retryInMs: 250, reason: "going away: retry_within_ms=900 bye" });
+  });
+
+  it("rejects a request with the server's hint and window in the CorralError", async () => {
+    const c = newClient(format);
+    c.connect();
+    const ws = await up();
+    const p = c.publish("news", "x");
+    const [, pub] = ws.frames();
+    ws.push({ id: pub.id, error: { code: 4002, text: "publish rate", retryAfterMs: 1000, channel: "", retryWithinMs: 50 } });
+    await expect(p).rejects.toMatchObject({ code: 4002, retryAfterMs: 1000, retryWithinMs: 50, message: "corral: 4002 rate limited: publish rate (retry after 1000 ms within 50 ms)" });
+    expect(new CorralError(4002, "x", 0, 50)).toMatchObject({ retryWithinMs: 0, message: "corral: 4002 rate limited: x" });
+    expect(c.state).toBe("connected");
+  });
+
   it("stops after one attempt on a terminal close, with a typed error", async () => {
     const c = newClient(format);
     const log = record(c);
@@ -497,6 +574,36 @@ describe("a herd", () => {
     // fullest holds 66 with these seeds); lock-step on the hint, 1,000 in one.
     expect(Math.max(...buckets)).toBeLessThanOrEqual(100);
     expect(buckets.filter((k) => k > 0).length).toBeGreaterThanOrEqual(19);
+    for (const c of clients) c.close();
+  });
+  it("brings 1,000 clients closed with a 2 s hint and a 200 ms window back within [2 s, 2.2 s]", async () => {
+    const n = 1000;
+    const clients: Client[] = [];
+    for (let i = 0; i < n; i++) {
+      const c = new Client({ urls: "ws://a/v1/ws", token: "t", WebSocket: FakeWS, random: mulberry32(i + 1) });
+      c.connect();
+      clients.push(c);
+    }
+    await flush();
+    for (const ws of FakeWS.sockets) {
+      ws.accept();
+      ws.push(welcome());
+    }
+    for (const ws of [...FakeWS.sockets]) ws.closeFromServer(1013, "retry_after_ms=2000 retry_within_ms=200 overloaded");
+    const closed = FakeWS.sockets.length;
+    await vi.advanceTimersByTimeAsync(1999);
+    expect(FakeWS.sockets.length - closed).toBe(0); // none within the hint
+    // Count the attempts in each 20 ms from the hint on: 100 in each on
+    // average; full jitter above the hint would bring back only about 100
+    // in the whole window.
+    const buckets: number[] = [];
+    for (let b = 0; b < 11; b++) {
+      const before = FakeWS.sockets.length;
+      await vi.advanceTimersByTimeAsync(20);
+      buckets.push(FakeWS.sockets.length - before);
+    }
+    expect(buckets.reduce((a, b) => a + b, 0)).toBe(n); // all back within [2 s, 2.22 s]
+    expect(buckets.slice(0, 10).every((k) => k >= 60 && k <= 140)).toBe(true);
     for (const c of clients) c.close();
   });
 });
