@@ -235,7 +235,7 @@ func herdAtTheLimit(t *testing.T, n int, wait time.Duration) (te *testEdge, firs
 // full wait in its waiting room and are all welcomed once slots free up,
 // none refused, and a frame a device sent before its Welcome reaches the
 // origin after its Hello (the Subscribe is answered). Without the waiting
-// room the same Hellos are refused with 1013 and a hint.
+// room the same Hellos are refused with 1013, a hint and its retry window.
 func TestHerdWaitsForHandshakeSlots(t *testing.T) {
 	const n = 30
 	te, first, second, ends := herdAtTheLimit(t, n, 0)
@@ -251,8 +251,14 @@ func TestHerdWaitsForHandshakeSlots(t *testing.T) {
 	te, first, _, ends = herdAtTheLimit(t, n, -1)
 	refused := 0
 	for i := range n {
-		if c := wire.CloseFromStatus(ends[i]); first[i].GetWelcome() == nil && c.Code == wire.CloseTryAgainLater && c.RetryAfter > 0 {
+		c := wire.CloseFromStatus(ends[i])
+		if first[i].GetWelcome() == nil && c.Code == wire.CloseTryAgainLater && c.RetryAfter > 0 {
 			refused++
+			// The hint comes with its window (the Limiter's, spread 0.1),
+			// which the device draws within.
+			if c.RetryWithin <= 0 || c.RetryWithin > c.RetryAfter/5 {
+				t.Errorf("session %d refused with %v and a window of %v; want the place's window, about a tenth of the hint", i, c.RetryAfter, c.RetryWithin)
+			}
 		}
 	}
 	// P0's reserved slot (TryAcquirePriority's) lets one P0 past the
