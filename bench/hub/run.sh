@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/hub/run.sh: the hub benchmarks of issue 6, on one machine.
 #
-#   bash bench/hub/run.sh [idle|upgrades|versus|all] [-n 19000] [-runs 3] [-conc 500]
+#   bash bench/hub/run.sh [idle|upgrades|versus|instructions|all] [-n 19000] [-runs 3] [-conc 500]
 #
 # idle:     19,000 idle WebSocket sessions (Hello + one Subscribe each) on one
 #           hub process; client side in two other processes spread over
@@ -39,6 +39,25 @@
 #           its storm (perf stat on its tracepoints; needs perf and root or
 #           perf_event_paranoid <= 1) and prints them per session: counts
 #           that mean something on a busy machine too.
+# instructions: the user-mode instructions per session set-up of each
+#           server, counted by valgrind's callgrind (the machine's
+#           hardware counters, perf stat -e instructions, are not there in
+#           a VM without a PMU; callgrind counts every instruction the
+#           process runs outside the kernel, whatever the load, so two
+#           builds compare on a busy machine). Per server and run: the
+#           server under callgrind with GOMAXPROCS=1 (GODEBUG
+#           asyncpreemptoff=1: valgrind and Go's preemption signals), a
+#           first storm of 300 sessions (closed again: threads, pools),
+#           the counters zeroed, then N sessions (one hubload process,
+#           -conc dials in flight; the same set-up as versus), dumped at
+#           the client's ready line: instructions per session; then the
+#           same with GOGC=off (the set-up path without the collector's
+#           share, which depends on the heap), and the allocations and
+#           bytes per session the server's runtime counted (the hub's
+#           /metrics; Centrifugo's too). ONLY=hub or ONLY=centrifugo runs
+#           one. System calls are not in these counts: HUB_SYSCALLS=1
+#           with versus counts them. Needs valgrind. A turn of 6,000
+#           sessions takes about half a minute a server under callgrind.
 #
 # Needs: Go, taskset (util-linux), curl. The per-process fd limit here is
 # 20,000: the hub holds the 19,000 sessions, each client process 9,500.
@@ -263,6 +282,48 @@ versus_turn() {
 	kill -TERM $pid; wait $pid 2>/dev/null || true
 }
 
+# instructions_turn SERVER RUN GC: one storm of N sessions against SERVER
+# under callgrind (GC on: the runtime's default; off: GOGC=off); prints
+# instructions, allocations and bytes per session.
+instructions_turn() {
+	local srv=$1 run=$2 gc=$3 pid flags=() metrics env=(GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1)
+	[ "$gc" = off ] && env+=(GOGC=off)
+	local vg=(valgrind --tool=callgrind --callgrind-out-file="$work/cg.$srv.%p")
+	if [ "$srv" = hub ]; then
+		env "${env[@]}" taskset -c 0 "${vg[@]}" "$work/corral" hub --config "$work/hub.yaml" --log-level warn >"$work/hub.log" 2>&1 &
+		pid=$!
+		wait_ready
+		metrics=http://$ADMIN/metrics
+	else
+		env "${env[@]}" taskset -c 0 "${vg[@]}" "$CENTRIFUGO" --config "$work/centrifugo.json" >"$work/centrifugo.log" 2>&1 &
+		pid=$!
+		for _ in $(seq 600); do curl -sf "http://$CF_ADDR/health" >/dev/null 2>&1 && break; sleep 0.1; done
+		flags=(-server centrifugo -centrifugo-protocol "${CF_PROTOCOL:-protobuf}" -addr "$CF_ADDR")
+		metrics=http://$CF_ADDR/metrics
+	fi
+	gometric() { curl -s "$metrics" | awk -v m="$1" '$1 == m {printf "%.0f\n", $2}'; }
+	start_clients 300 200000 bench /dev/null 1 -conc 50 "${flags[@]}"
+	wait_line "$work/out.200000" '^ready'
+	stop_clients 200000
+	sleep 1
+	local m0 b0 m1 b1
+	m0=$(gometric go_memstats_mallocs_total); b0=$(gometric go_memstats_alloc_bytes_total)
+	rm -f "$work"/cg."$srv".*
+	callgrind_control -z "$pid" >/dev/null 2>&1
+	start_clients "$N" 0 bench /dev/null 1 -conc "$CONC" -hello-timeout 120s "${flags[@]}"
+	wait_line "$work/out.0" '^ready'
+	callgrind_control -d "$pid" >/dev/null 2>&1
+	m1=$(gometric go_memstats_mallocs_total); b1=$(gometric go_memstats_alloc_bytes_total)
+	stop_clients 0
+	kill -TERM $pid; wait $pid 2>/dev/null || true
+	local f ir
+	f=$(ls -t "$work"/cg."$srv".*.1 | head -1)
+	ir=$(awk '/^totals:/ {print $2}' "$f")
+	[ -n "${CALLGRIND_KEEP:-}" ] && cp "$f" "$CALLGRIND_KEEP.$srv.gc$gc.$run"
+	awk '/^ready/ {print $2, $4, $10}' "$work/out.0" | awk -v srv="$srv" -v run="$run" -v gc="$gc" -v ir="$ir" -v m="$(( m1 - m0 ))" -v b="$(( b1 - b0 ))" '{
+		printf "instructions %-10s run %s gc %-3s: sessions %d failed %d lost_hellos %d: %.0f user instructions per session, %.1f allocations and %.0f bytes per session (the runtime'"'"'s counts, with one /metrics read)\n", srv, run, gc, $1, $2, $3, ir / $1, m / $1, b / $1 }'
+}
+
 echo "# $(date -u +%FT%TZ) $(go version) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$mode" = idle ] || [ "$mode" = all ]; then
 	for r in $(seq "$RUNS"); do idle_run "$r"; done
@@ -270,7 +331,7 @@ fi
 if [ "$mode" = upgrades ] || [ "$mode" = all ]; then
 	for r in $(seq "$RUNS"); do upgrades_run "$r" ""; upgrades_run "$r" bench; done
 fi
-if [ "$mode" = versus ]; then
+if [ "$mode" = versus ] || [ "$mode" = instructions ]; then
 	CENTRIFUGO=${CENTRIFUGO:-$(command -v centrifugo || echo "$(go env GOPATH)/bin/centrifugo")}
 	[ -x "$CENTRIFUGO" ] || { echo "no centrifugo at $CENTRIFUGO: go install github.com/centrifugal/centrifugo/v6@v6.9.1" >&2; exit 1; }
 	CF_ADDR=127.0.0.1:7460
@@ -282,9 +343,21 @@ if [ "$mode" = versus ]; then
   "client": {"token": {"hmac_secret_key": "$SECRET"}, "allowed_origins": ["*"]},
   "channel": {"without_namespace": {"allow_subscribe_for_client": true}},
   "http_api": {"key": "$KEY"},
-  "usage_stats": {"disabled": true}
+  "usage_stats": {"disabled": true}$([ "$mode" = instructions ] && echo ', "prometheus": {"enabled": true}')
 }
 JSON
+fi
+if [ "$mode" = instructions ]; then
+	echo "# instructions: $N sessions a turn, $CONC dials in flight, $(valgrind --version), Centrifugo protocol ${CF_PROTOCOL:-protobuf}, $("$CENTRIFUGO" version 2>/dev/null | head -1)"
+	for r in $(seq "$RUNS"); do
+		for srv in hub centrifugo; do
+			[ -n "${ONLY:-}" ] && [ "$ONLY" != "$srv" ] && continue
+			instructions_turn "$srv" "$r" on
+			instructions_turn "$srv" "$r" off
+		done
+	done
+fi
+if [ "$mode" = versus ]; then
 	echo "# versus: $N sessions a turn, $CONC dials in flight, Centrifugo protocol ${CF_PROTOCOL:-protobuf}, $("$CENTRIFUGO" version 2>/dev/null | head -1)"
 	for r in $(seq "$RUNS"); do versus_turn hub "$r"; versus_turn centrifugo "$r"; done
 	for srv in hub centrifugo; do
