@@ -345,7 +345,7 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 		v.keepHeader(h64, h)
 	}
 	claims := &Claims{}
-	if err := decodeSegment(c64, claims); err != nil {
+	if err := decodeClaims(c64, claims); err != nil {
 		return nil, &Error{Reason: ReasonMalformed, Err: fmt.Errorf("claims: %w", err)}
 	}
 	if err := v.validate(claims, now); err != nil {
