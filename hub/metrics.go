@@ -30,6 +30,56 @@ type metrics struct {
 	shed           *prometheus.CounterVec // action, priority
 	relayStreams   prometheus.Gauge
 	relaySessions  *prometheus.GaugeVec // device
+
+	// The series a session's set-up and close count, resolved once
+	// (resolve): WithLabelValues hashes the label values and looks the
+	// series up under the vector's lock on every call, about 2,700 of a
+	// WebSocket set-up's user-mode instructions for its five counts
+	// (callgrind, bench/hub/run.sh instructions; issue 10, item 13).
+	sessionsOf       resolved[prometheus.Gauge]   // sessions by transport
+	sessionsOpenedOf resolved[prometheus.Counter] // sessionsOpened by transport
+	framesInOf       resolved[prometheus.Counter] // framesIn by type
+	resumeSourceOf   resolved[prometheus.Counter] // resumeSource by source
+	droppedOf        resolved[prometheus.Counter] // dropped by priority
+	closesOf         map[wire.CloseCode]prometheus.Counter
+	closesOther      prometheus.Counter
+}
+
+// resolved are the series of a one-label vector for the label values the
+// hub emits, looked up by a scan of those few values; a value outside
+// them goes through the vector (and is counted all the same).
+type resolved[M any] struct {
+	values []string
+	series []M
+	vec    func(...string) M // the vector's WithLabelValues
+}
+
+// resolve creates (at zero) and keeps the series of each of values.
+func resolve[M any](with func(...string) M, values []string) resolved[M] {
+	r := resolved[M]{values: values, series: make([]M, len(values)), vec: with}
+	for i, v := range values {
+		r.series[i] = with(v)
+	}
+	return r
+}
+
+// with returns the series of label value v.
+func (r *resolved[M]) with(v string) M {
+	for i, x := range r.values {
+		if x == v {
+			return r.series[i]
+		}
+	}
+	return r.vec(v)
+}
+
+// closesFor returns the close counter of code c (that of "other" for a
+// code outside wire's table).
+func (m *metrics) closesFor(c wire.CloseCode) prometheus.Counter {
+	if s, ok := m.closesOf[c]; ok {
+		return s
+	}
+	return m.closesOther
 }
 
 // The label values of the hub's series.
@@ -110,23 +160,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_shed_total",
 			Help: "Sessions and publishes turned away, by action (reject: a new session, sever: an open session, drain: a session sent away by a drain, reject_publish: a publish with no slot) and priority (p0, p1, p2)."}, []string{"action", "priority"}),
 	}
-	for _, t := range labelTransports {
-		m.sessions.WithLabelValues(t)
-		m.sessionsOpened.WithLabelValues(t)
-	}
+	m.sessionsOf = resolve(m.sessions.WithLabelValues, labelTransports)
+	m.sessionsOpenedOf = resolve(m.sessionsOpened.WithLabelValues, labelTransports)
+	m.closesOf = make(map[wire.CloseCode]prometheus.Counter)
 	for _, c := range wire.CloseCodes() {
-		m.closes.WithLabelValues(closeCodeLabel(c))
+		m.closesOf[c] = m.closes.WithLabelValues(closeCodeLabel(c))
 	}
-	m.closes.WithLabelValues(labelOtherCode)
+	m.closesOther = m.closes.WithLabelValues(labelOtherCode)
 	for _, d := range labelRelayDevices {
 		m.relaySessions.WithLabelValues(d)
 	}
 	zero(m.authRejected, labelAuthReasons)
-	zero(m.framesIn, labelFrameTypes)
-	zero(m.dropped, labelDropped)
+	m.framesInOf = resolve(m.framesIn.WithLabelValues, labelFrameTypes)
+	m.droppedOf = resolve(m.dropped.WithLabelValues, labelDropped)
 	zero(m.published, labelAPIs)
 	zero(m.resumes, labelResumes)
-	zero(m.resumeSource, labelSources)
+	m.resumeSourceOf = resolve(m.resumeSource.WithLabelValues, labelSources)
 	for _, a := range labelShedActions {
 		for _, p := range labelPriorities {
 			m.shed.WithLabelValues(a, p)

@@ -106,3 +106,72 @@ func TestCloseCodeLabelBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestResolvedSeriesCountTheirLabel: a count through the resolved series
+// of the session path lands on the series of its own label value, as
+// WithLabelValues would, and a value outside the hub's list still counts.
+func TestResolvedSeriesCountTheirLabel(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
+	for i, typ := range labelFrameTypes {
+		for range i + 1 {
+			m.framesInOf.with(typ).Inc()
+		}
+	}
+	for i, tr := range labelTransports {
+		for range i + 1 {
+			m.sessionsOf.with(tr).Inc()
+			m.sessionsOpenedOf.with(tr).Inc()
+		}
+	}
+	m.resumeSourceOf.with("store").Inc()
+	m.droppedOf.with("p2").Inc()
+	m.framesInOf.with("unheard-of").Inc()
+	for _, c := range []uint16{1001, 1001, 4999} {
+		m.closesFor(wire.CloseCode(c)).Inc()
+	}
+	want := map[string]float64{
+		"corral_hub_frames_received_total,type=unheard-of": 1,
+		"corral_hub_subscribe_sources_total,source=store":  1,
+		"corral_hub_subscribe_sources_total,source=recent": 0,
+		"corral_hub_messages_dropped_total,priority=p2":    1,
+		"corral_hub_messages_dropped_total,priority=p1":    0,
+		"corral_hub_session_closes_total,code=1001":        2,
+		"corral_hub_session_closes_total,code=other":       1,
+		"corral_hub_session_closes_total,code=1000":        0,
+	}
+	for i, typ := range labelFrameTypes {
+		want["corral_hub_frames_received_total,type="+typ] = float64(i + 1)
+	}
+	for i, tr := range labelTransports {
+		want["corral_hub_sessions,transport="+tr] = float64(i + 1)
+		want["corral_hub_sessions_opened_total,transport="+tr] = float64(i + 1)
+	}
+	got := seriesValues(t, reg)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+// seriesValues returns the value of every series of reg by
+// "name,label=value,...".
+func seriesValues(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, lp := range m.GetLabel() {
+				key += "," + lp.GetName() + "=" + lp.GetValue()
+			}
+			out[key] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return out
+}

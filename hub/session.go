@@ -155,7 +155,7 @@ func (h *Hub) newSession(tr transport) *session {
 		lim: sessionrate.Full(sc.rates(), now),
 	}
 	s.lastRecv.Store(now.UnixNano())
-	h.metrics.sessionsOpened.WithLabelValues(tr.kind()).Inc()
+	h.metrics.sessionsOpenedOf.with(tr.kind()).Inc()
 	if !h.register(s) {
 		s.close(h.goAwayClose("hub is draining"), true)
 	}
@@ -245,7 +245,7 @@ func (s *session) handle(ctx context.Context, f *corralv1.ClientFrame) {
 		return
 	}
 	typ := wire.FrameType(f)
-	s.h.metrics.framesIn.WithLabelValues(typ).Inc()
+	s.h.metrics.framesInOf.with(typ).Inc()
 	if !s.helloDone.Load() {
 		if h := f.GetHello(); h != nil {
 			s.hello(ctx, f.GetId(), h)
@@ -305,7 +305,7 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 	s.mu.Lock()
 	if !s.closing {
 		s.counted = true
-		h.metrics.sessions.WithLabelValues(s.tr.kind()).Inc()
+		h.metrics.sessionsOf.with(s.tr.kind()).Inc()
 	}
 	s.mu.Unlock()
 	sc := h.sess
@@ -399,9 +399,9 @@ func (s *session) subscribe(ctx context.Context, id uint64, req *corralv1.Subscr
 		r, ok = ch.awaitTail(ctx, from, cutoff)
 	}
 	if ok {
-		h.metrics.resumeSource.WithLabelValues("recent").Inc()
+		h.metrics.resumeSourceOf.with("recent").Inc()
 	} else {
-		h.metrics.resumeSource.WithLabelValues("store").Inc()
+		h.metrics.resumeSourceOf.with("store").Inc()
 		var err error
 		if r, err = h.store.Since(ctx, ch.key, from); err != nil {
 			h.metrics.historyErrors.Inc()
@@ -591,7 +591,7 @@ func (s *session) queueDelivery(sub *subscription, d *delivery) {
 }
 
 func (s *session) dropped(p int8) {
-	s.h.metrics.dropped.WithLabelValues(priorityLabel(int(p))).Inc()
+	s.h.metrics.droppedOf.with(priorityLabel(int(p))).Inc()
 }
 
 // reply queues a control frame.
@@ -763,8 +763,8 @@ func (s *session) teardown(c wire.Close) {
 		}
 	}
 	if counted {
-		s.h.metrics.sessions.WithLabelValues(s.tr.kind()).Dec()
+		s.h.metrics.sessionsOf.with(s.tr.kind()).Dec()
 	}
-	s.h.metrics.closes.WithLabelValues(closeCodeLabel(c.Code)).Inc()
+	s.h.metrics.closesFor(c.Code).Inc()
 	s.h.unregister(s)
 }
