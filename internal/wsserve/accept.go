@@ -129,13 +129,16 @@ func (l *listener) serve(c net.Conn) {
 		}
 	}
 	if end == n {
-		if r, ok := upgradeRequest(buf[:end], l.s.cfg.Path, l.s.cfg.Subprotocols); ok {
+		u := upgrades.Get().(*upgrade)
+		defer u.release()
+		if r, ok := upgradeRequest(buf[:end], l.s.cfg.Path, l.s.cfg.Subprotocols, u); ok {
 			if ref, ok := l.s.h.Admit(); !ok {
 				l.refuse(c, ref)
 				return
 			}
 			_ = c.SetReadDeadline(time.Time{})
-			w := &hijackWriter{c: c}
+			w := &u.w
+			*w = hijackWriter{c: c}
 			if _, err := l.s.up.UpgradeAndTransferConnToPoller(w, r, nil); err != nil && !w.hijacked {
 				_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
 				_ = c.Close()
@@ -144,6 +147,37 @@ func (l *listener) serve(c net.Conn) {
 		}
 	}
 	l.handOver(c, buf[:n])
+}
+
+// upgrade is what the fast path hands nbio's upgrader for one connection:
+// the request, its header map and the response writer, reused from
+// upgrades. nbio's Upgrade (v1.6.8) reads the request and its header
+// (the checks, the key, the subprotocol, our CheckOrigin, which reads
+// nothing) and keeps none of them once it returns: the connection keeps
+// the subprotocol, the server's own string (upgradeRequest). Made for
+// each upgrade (the request, the map and its group, the values, the
+// writer) they were 5 allocations and 800 B of a hub session set-up's
+// 5,050 B, and 3,500 of its 117,800 user-mode instructions with GOGC=off,
+// besides the collector's work on those bytes (bench/hub/run.sh
+// instructions; issue 10, item 13).
+type upgrade struct {
+	req  http.Request
+	hdr  http.Header // the five headers of upgradeRequest, assigned each time
+	vals [2]string   // the key and the subprotocol
+	w    hijackWriter
+}
+
+var upgrades = sync.Pool{New: func() any { return &upgrade{hdr: make(http.Header, 5)} }}
+
+// release drops what u refers to and returns it to upgrades.
+func (u *upgrade) release() {
+	u.req = http.Request{}
+	u.vals = [2]string{}
+	u.w = hijackWriter{}
+	for k := range u.hdr {
+		u.hdr[k] = nil
+	}
+	upgrades.Put(u)
 }
 
 // handOver gives c to net/http, which reads pre first.
@@ -173,9 +207,10 @@ var (
 // of its Sec-WebSocket-Protocol headers), a string of subprotocols, which
 // nbio keeps as the connection's subprotocol for as long as it lives; a
 // string cut from head would keep all of head alive with every idle
-// session. It allocates the key, the header map and the request (and the
-// target when it has a query), nothing else.
-func upgradeRequest(head []byte, path string, subprotocols []string) (*http.Request, bool) {
+// session. The request, its header and their values are u's (reused: see
+// upgrade); it allocates the key (and the target when it has a query),
+// nothing else.
+func upgradeRequest(head []byte, path string, subprotocols []string, u *upgrade) (*http.Request, bool) {
 	rest := head[:len(head)-4]
 	line, rest := cutLine(rest)
 	target, ok := bytes.CutPrefix(line, []byte("GET "))
@@ -231,15 +266,15 @@ func upgradeRequest(head []byte, path string, subprotocols []string) (*http.Requ
 	if len(target) != len(path) {
 		uri = string(target) // with its query
 	}
-	vals := &[2]string{string(key), subprotocols[chosen]}
-	hdr := http.Header{
-		"Upgrade":                hdrWebsocket,
-		"Connection":             hdrUpgrade,
-		"Sec-Websocket-Version":  hdrVersion,
-		"Sec-Websocket-Key":      vals[0:1:1],
-		"Sec-Websocket-Protocol": vals[1:2:2],
-	}
-	return &http.Request{Method: http.MethodGet, Header: hdr, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, RequestURI: uri}, true
+	u.vals = [2]string{string(key), subprotocols[chosen]}
+	hdr := u.hdr
+	hdr["Upgrade"] = hdrWebsocket
+	hdr["Connection"] = hdrUpgrade
+	hdr["Sec-Websocket-Version"] = hdrVersion
+	hdr["Sec-Websocket-Key"] = u.vals[0:1:1]
+	hdr["Sec-Websocket-Protocol"] = u.vals[1:2:2]
+	u.req = http.Request{Method: http.MethodGet, Header: hdr, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, RequestURI: uri}
+	return &u.req, true
 }
 
 // cutLine returns b's first line (without its CRLF) and what follows.

@@ -16,7 +16,7 @@ func TestUpgradeRequestKeepsNoPieceOfTheHead(t *testing.T) {
 	head := []byte("GET /v1/ws HTTP/1.1\r\nHost: corral\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
 		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
 		"Sec-WebSocket-Protocol: other, Corral.V1.JSON\r\nSec-WebSocket-Protocol: corral.v1.proto\r\n\r\n")
-	r, ok := upgradeRequest(head, "/v1/ws", subs)
+	r, ok := upgradeRequest(head, "/v1/ws", subs, newUpgrade())
 	if !ok {
 		t.Fatal("upgrade refused")
 	}
@@ -28,3 +28,6 @@ func TestUpgradeRequestKeepsNoPieceOfTheHead(t *testing.T) {
 		t.Fatal("the subprotocols handed on are pieces of the request head, not the server's own strings")
 	}
 }
+
+// newUpgrade returns a fresh upgrade, as upgrades makes them.
+func newUpgrade() *upgrade { return upgrades.New().(*upgrade) }

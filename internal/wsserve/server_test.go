@@ -178,7 +178,7 @@ func TestWSRequestFastPath(t *testing.T) {
 		{name: "a space before the colon", head: strings.Replace(wsHead, "Host: corral", "Host : corral", 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, ok := upgradeRequest([]byte(tc.head), "/v1/ws", testSubprotocols)
+			r, ok := upgradeRequest([]byte(tc.head), "/v1/ws", testSubprotocols, newUpgrade())
 			if ok != tc.fast {
 				t.Fatalf("fast path %v, want %v", ok, tc.fast)
 			}
@@ -200,18 +200,34 @@ func TestWSRequestFastPath(t *testing.T) {
 }
 
 // TestWSRequestAllocations bounds what parsing a fast-path upgrade head
-// allocates: the key, the header map (two objects) and the request; the
-// head is not copied (it was, whole, and nbio kept it alive through the
-// subprotocol with every idle session).
+// allocates: the key, nothing else (the request and its header are the
+// reused upgrade's; the head is not copied: it was, whole, and nbio kept
+// it alive through the subprotocol with every idle session). A reused
+// upgrade carries nothing of the head before.
 func TestWSRequestAllocations(t *testing.T) {
 	head := []byte(wsHead)
+	u := newUpgrade()
 	n := testing.AllocsPerRun(1000, func() {
-		if _, ok := upgradeRequest(head, "/v1/ws", testSubprotocols); !ok {
+		if _, ok := upgradeRequest(head, "/v1/ws", testSubprotocols, u); !ok {
 			t.Fatal("not on the fast path")
 		}
 	})
-	if n > 5 {
-		t.Fatalf("%v allocations per upgrade head, want at most 5", n)
+	if n > 1 {
+		t.Fatalf("%v allocations per upgrade head, want at most 1", n)
+	}
+	u.release()
+	other := strings.NewReplacer("/v1/ws", "/v1/ws?x=1", "dGhlIHNhbXBsZSBub25jZQ==", "a2V5", "corral.v1.proto", "corral.v1.json").Replace(wsHead)
+	u = upgrades.Get().(*upgrade)
+	r, ok := upgradeRequest([]byte(other), "/v1/ws", testSubprotocols, u)
+	if !ok {
+		t.Fatal("not on the fast path")
+	}
+	if r.RequestURI != "/v1/ws?x=1" || r.Header.Get("Sec-Websocket-Key") != "a2V5" || r.Header.Get("Sec-Websocket-Protocol") != "corral.v1.json" || len(r.Header) != 5 {
+		t.Fatalf("a reused upgrade's request: %q %v", r.RequestURI, r.Header)
+	}
+	u.release()
+	if u.req.Header != nil || u.vals != [2]string{} || u.hdr["Sec-Websocket-Key"] != nil {
+		t.Fatal("a released upgrade still refers to the last connection's values")
 	}
 }
 
