@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -139,18 +138,54 @@ type key struct {
 	macs *sync.Pool
 }
 
-// verify reports whether sig signs signed under k.
-func (k *key) verify(signed string, sig []byte) bool {
+// verify reports whether sig signs signed under k; sc is the check's
+// scratch space.
+func (k *key) verify(signed string, sig []byte, sc *scratch) bool {
 	if k.macs == nil {
 		return k.method.Verify(signed, sig, k.key) == nil
 	}
 	m := k.macs.Get().(hash.Hash)
 	m.Reset()
-	_, _ = io.WriteString(m, signed)
-	var sum [sha512.Size]byte
-	ok := hmac.Equal(m.Sum(sum[:0]), sig)
+	sc.buf = append(sc.buf[:0], signed...)
+	_, _ = m.Write(sc.buf)
+	ok := hmac.Equal(m.Sum(sc.sum[:0]), sig)
 	k.macs.Put(m)
 	return ok
+}
+
+// scratch is the memory a check writes and drops: the bytes of the signed
+// part for the MAC, the MAC's sum, the decoded claims. A hash.Hash takes
+// bytes, so io.WriteString copied the signed part into a new slice, and
+// the sum passed through the interface escaped; with the base64 decode of
+// the claims they were 3 allocations and about 300 B of each session
+// set-up (bench/hub/run.sh instructions; issue 10, item 13). A Verifier
+// keeps them in a pool, wiped when a check ends.
+type scratch struct {
+	buf []byte
+	sum [sha512.Size]byte
+}
+
+// scratchMax bounds the buffer a scratch keeps for the next check (a
+// huge token is not held on to).
+const scratchMax = 4 << 10
+
+// getScratch returns a scratch space for one check.
+func (v *Verifier) getScratch() *scratch {
+	if sc, ok := v.scratch.Get().(*scratch); ok {
+		return sc
+	}
+	return new(scratch)
+}
+
+// putScratch wipes sc and keeps it for another check.
+func (v *Verifier) putScratch(sc *scratch) {
+	if cap(sc.buf) > scratchMax {
+		return
+	}
+	clear(sc.buf)
+	sc.buf = sc.buf[:0]
+	sc.sum = [sha512.Size]byte{}
+	v.scratch.Put(sc)
 }
 
 type apiKey struct {
@@ -176,6 +211,8 @@ type Verifier struct {
 	// headerCacheMax of them; nHeaders counts the entries.
 	headers  sync.Map
 	nHeaders atomic.Int32
+	// scratch holds *scratch: a check's scratch space.
+	scratch sync.Pool
 }
 
 // headerCacheMax bounds the headers a Verifier keeps decoded. Every token
@@ -323,6 +360,8 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 	if err != nil {
 		return nil, &Error{Reason: ReasonMalformed, Err: fmt.Errorf("signature: %w", err)}
 	}
+	sc := v.getScratch()
+	defer v.putScratch(sc)
 	verified, candidates := false, 0
 	for i := range v.keys {
 		k := &v.keys[i]
@@ -330,7 +369,7 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 			continue
 		}
 		candidates++
-		if k.verify(signed, sig) {
+		if k.verify(signed, sig, sc) {
 			verified = true
 			break
 		}
@@ -345,7 +384,7 @@ func (v *Verifier) Verify(token string, now time.Time) (*Claims, error) {
 		v.keepHeader(h64, h)
 	}
 	claims := &Claims{}
-	if err := decodeClaims(c64, claims); err != nil {
+	if err := decodeClaims(c64, claims, sc); err != nil {
 		return nil, &Error{Reason: ReasonMalformed, Err: fmt.Errorf("claims: %w", err)}
 	}
 	if err := v.validate(claims, now); err != nil {

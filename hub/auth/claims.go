@@ -3,6 +3,7 @@ package auth
 import (
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -31,9 +32,13 @@ import (
 // (bench/hub/run.sh instructions, GOGC=off).
 
 // decodeClaims decodes seg, a token's claims segment (base64url, unpadded
-// JSON), into c, a zero Claims.
-func decodeClaims(seg string, c *Claims) error {
-	b, err := base64.RawURLEncoding.DecodeString(seg)
+// JSON), into c, a zero Claims, through sc's buffer (the decoded bytes are
+// not kept: both paths copy the strings out).
+func decodeClaims(seg string, c *Claims, sc *scratch) error {
+	n := len(seg)
+	sc.buf = slices.Grow(sc.buf[:0], n+base64.RawURLEncoding.DecodedLen(n))
+	src := append(sc.buf[:0], seg...)
+	b, err := base64.RawURLEncoding.AppendDecode(sc.buf[n:n], src)
 	if err != nil {
 		return err
 	}

@@ -153,3 +153,41 @@ func FuzzDecodeClaims(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkSameAsJSON(t, b) })
 }
+
+// TestVerifyScratchCarriesNothingOver: checks of tokens of different
+// lengths, one after another on the same Verifier (so on reused scratch
+// space), each return their own claims, and a forged one after a valid
+// one is refused.
+func TestVerifyScratchCarriesNothingOver(t *testing.T) {
+	v, err := New(Config{Keys: []KeyConfig{{Algorithm: "HS256", Secret: secret}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	sign := func(c Claims) string {
+		c.ExpiresAt = jwt.NewNumericDate(now.Add(time.Hour))
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	long := Claims{Tenant: "long", Channels: []string{"a.very.long.channel.pattern.>", "another.long.one.*", "x"}, Publish: []string{"p.>"}}
+	short := Claims{Tenant: "s", Channels: []string{"c"}}
+	toks := []string{sign(long), sign(short)}
+	want := []Claims{long, short}
+	forged := toks[1][:len(toks[1])-2] + "AA"
+	for i := range 50 {
+		j := i % 2
+		got, err := v.Verify(toks[j], now)
+		if err != nil {
+			t.Fatalf("check %d: %v", i, err)
+		}
+		if got.Tenant != want[j].Tenant || !reflect.DeepEqual(got.Channels, want[j].Channels) || !reflect.DeepEqual(got.Publish, want[j].Publish) {
+			t.Fatalf("check %d: claims %+v, want %+v", i, got, want[j])
+		}
+		if _, err := v.Verify(forged, now); err == nil {
+			t.Fatalf("check %d: a forged token verified", i)
+		}
+	}
+}
