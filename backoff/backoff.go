@@ -78,7 +78,7 @@ func (b *Backoff) Next() time.Duration {
 	var d time.Duration
 	switch {
 	case b.hint > 0 && b.within > 0:
-		d = windowDelay(b.policy, b.hint, b.within, u)
+		d = WindowDelay(b.policy, b.hint, b.within, u)
 		b.hint, b.within = 0, 0
 	case b.hint > 0:
 		d = b.policy.HintDelay(b.hint, u)
@@ -143,10 +143,15 @@ func (b *Backoff) HintWithin(retryAfter, within time.Duration) {
 	}
 }
 
-// windowDelay draws a delay uniformly within [h, h + w] by u, the hint and
-// the window each clamped to p's maximum hint (HintDelay at u = 0 is the
-// clamped hint, without jitter).
-func windowDelay(p Policy, h, w time.Duration, u float64) time.Duration {
+// WindowDelay is the delay of a hint h that came with a retry window w,
+// at u in [0, 1]: h + u·w, the hint and the window each clamped to p's
+// maximum hint (HintDelay at u = 0 is the clamped hint, without jitter).
+// It is what Next draws after HintWithin, and, monotone in u, the
+// quantile function of that delay, as HintDelay is of a point hint's: the
+// cohort simulator spreads a refused cohort within the window by it. A
+// window of zero or less gives the hint exactly (Next takes HintDelay
+// then: no window is the policy's jitter).
+func WindowDelay(p Policy, h, w time.Duration, u float64) time.Duration {
 	h, w = p.HintDelay(h, 0), p.HintDelay(w, 0)
 	d := h + time.Duration(clampU(u)*float64(w))
 	if d < h {

@@ -382,3 +382,53 @@ func TestBackoffHintWithin(t *testing.T) {
 		}
 	}
 }
+
+// fixedRand returns the values of u in turn.
+type fixedRand struct {
+	u []float64
+	i int
+}
+
+func (r *fixedRand) Float64() float64 { r.i++; return r.u[(r.i-1)%len(r.u)] }
+
+// TestWindowDelay checks the quantile function of a hint with a retry
+// window: it is the delay Next draws after HintWithin for the same u
+// (what the cohort simulator spreads a refused cohort by), h at u = 0 and
+// h + w at u = 1, monotone in u, both clamped to MaxHint, and the hint
+// exactly for a window of zero or less.
+func TestWindowDelay(t *testing.T) {
+	h, w := 5*time.Second, 5*time.Second
+	us := []float64{0, 0.1, 0.37, 0.5, 0.9, 1}
+	for _, n := range Names() {
+		c := Config{Policy: n}
+		p := mustNew(t, c)
+		b, err := NewBackoff(c, &fixedRand{u: us})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev := time.Duration(-1)
+		for _, u := range us {
+			d := WindowDelay(p, h, w, u)
+			if got := b.NextAfterWithin(h, w); got != d {
+				t.Errorf("%s: Next after HintWithin(%v, %v) at u = %v: %v, WindowDelay %v", n, h, w, u, got, d)
+			}
+			if want := h + time.Duration(u*float64(w)); d != want {
+				t.Errorf("%s: WindowDelay(%v, %v, %v) = %v, want %v", n, h, w, u, d, want)
+			}
+			if d < prev {
+				t.Errorf("%s: WindowDelay falls from %v to %v at u = %v", n, prev, d, u)
+			}
+			prev = d
+		}
+		if d := WindowDelay(p, h, 0, 0.9); d != h {
+			t.Errorf("%s: no window: %v, want the hint %v", n, d, h)
+		}
+		if d := WindowDelay(p, h, -w, 0.9); d != h {
+			t.Errorf("%s: a negative window: %v, want the hint %v", n, d, h)
+		}
+	}
+	capped := mustNew(t, Config{Policy: PolicyFull, MaxHint: time.Minute})
+	if d := WindowDelay(capped, time.Hour, time.Hour, 1); d != 2*time.Minute {
+		t.Errorf("an hour's hint and window under a 1m MaxHint, u = 1: %v, want 2m", d)
+	}
+}
