@@ -171,3 +171,35 @@ func TestCohortReadmission(t *testing.T) {
 		t.Errorf("counted %d admitted and %d rejected, want %d and the rest of 10,000", snap.Admitted[P2], snap.Rejected[P2], d.Admitted)
 	}
 }
+
+// TestRejectedWindow: RejectedWindow counts a rejection as Rejected does
+// (one from admitted to rejected) and returns the window RetryWindowAt
+// gives, without a draw; Rejected is that window at the next draw, so
+// two Shedders seeded alike give the same hints whichever a server
+// calls: the servers' Rejected is unchanged, and a cohort simulator gets
+// the window whole.
+func TestRejectedWindow(t *testing.T) {
+	a, _ := toRejectP2(t)
+	b, _ := toRejectP2(t)
+	now := a.cfg.Clock.Now()
+	for _, p := range []Priority{P0, P1, P2} {
+		a.AdmitAt(p, now)
+		b.AdmitAt(p, now)
+		before := b.Snapshot()
+		w := b.RejectedWindow(p, now)
+		after := b.Snapshot()
+		if after.Admitted[p] != before.Admitted[p]-1 || after.Rejected[p] != before.Rejected[p]+1 {
+			t.Errorf("%v: RejectedWindow moved admitted %d -> %d, rejected %d -> %d; want one from admitted to rejected",
+				p, before.Admitted[p], after.Admitted[p], before.Rejected[p], after.Rejected[p])
+		}
+		if rw := b.RetryWindowAt(p, now); w != rw {
+			t.Errorf("%v: RejectedWindow = %+v, RetryWindowAt %+v", p, w, rw)
+		}
+		if h, want := a.Rejected(p, now), w.At(b.rnd.float64()); h != want {
+			t.Errorf("%v: Rejected = %v, want the window %+v at the same draw, %v", p, h, w, want)
+		}
+		if a.Snapshot() != after {
+			t.Errorf("%v: Rejected counted %+v, RejectedWindow %+v", p, a.Snapshot(), after)
+		}
+	}
+}

@@ -312,12 +312,19 @@ func (s *Shedder) AdmitNAt(p Priority, n int64, now time.Time) Decision {
 // away. It moves the count from admitted to rejected and returns the
 // jittered retry hint, so every rejection is counted in one place.
 func (s *Shedder) Rejected(p Priority, now time.Time) time.Duration {
+	return s.RejectedWindow(p, now).At(s.rnd.float64())
+}
+
+// RejectedWindow is Rejected for a server that sends the retry window
+// whole: it moves the count as Rejected does and returns RetryWindowAt,
+// the window Rejected draws its hint from, without drawing.
+func (s *Shedder) RejectedWindow(p Priority, now time.Time) Retry {
 	if !p.Valid() {
 		p = P2
 	}
 	s.admitted[p].Add(-1)
 	s.rejected[p].Add(1)
-	return s.RetryAfterAt(p, now)
+	return s.RetryWindowAt(p, now)
 }
 
 // EvaluateAt runs the stage evaluation if it is due at now, and returns the
