@@ -54,8 +54,8 @@ func (s *Sim) Census() (Census, error) {
 	if c.Waiting != s.wheel.total {
 		return c, fmt.Errorf("sim: wheel counts %d waiting, holds %d", s.wheel.total, c.Waiting)
 	}
-	if len(s.fails) > 0 { // Census runs between steps, when every failure has its delay
-		return c, fmt.Errorf("sim: %d failed cohorts not yet scheduled", len(s.fails))
+	if n := len(s.fails) + len(s.windowFails); n > 0 { // Census runs between steps, when every failure has its delay
+		return c, fmt.Errorf("sim: %d failed cohorts not yet scheduled", n)
 	}
 	return c, nil
 }

@@ -70,15 +70,18 @@ func newAdaptive(sc *scenario.Scenario, o *origin, idx int) (*adaptive, error) {
 
 func prio(p int) limit.Priority { return limit.Priority(min(p, int(limit.P2))) }
 
-// hintDraws is how many retry-after hints are drawn from the shedder for
-// one rejected cohort: the cohort is split evenly over them, so the
-// shedder's jitter spreads it as it would spread single requests.
-const hintDraws = 8
-
-func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (admitted, sever []int64, hints [][]time.Duration) {
+// admit decides on the step's demand and severs. The devices it turns
+// away or severs get the retry window corral's edge and hub send whole
+// (refusal() in both: a refused Hello the Shedder's Decision.Retry, a
+// severed session RetryWindowAt; wire's retry_within_ms), and draw their
+// delay within it by the spreader's quantiles, as corral's clients do
+// (backoff.HintWithin): one window per cohort, the same for every device
+// the origin turns away of that priority in the step, where the servers
+// drew a point per device from it before.
+func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (admitted, sever []int64, hints [][]limit.Retry) {
 	admitted = make([]int64, len(demand))
 	sever = make([]int64, len(demand))
-	hints = make([][]time.Duration, len(demand))
+	hints = make([][]limit.Retry, len(demand))
 	// A slot frees and is taken again many times within a step: over the
 	// step, L slots finish at most min(mu, L/hold) handshakes, which the
 	// limiter may replace, on top of the slots free at its start.
@@ -99,18 +102,16 @@ func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (adm
 		admitted[p] = min(dec.Admitted, room)
 		room -= admitted[p]
 		if admitted[p] < d {
-			// One hint pool for the cohort's turned-away part: the
-			// shedder's when it turned some away, else the limiter's.
-			h := make([]time.Duration, 0, hintDraws)
+			// One window for the cohort's turned-away part: the
+			// shedder's rejection's when it turned some away, else the
+			// window of the limiter's refusal (the edge's refusalHint
+			// sends the later of its Limiter's virtual-queue window and
+			// the Shedder's; sim has no virtual queue: the Shedder's).
+			r := dec.Retry
 			if dec.Admit { // all admitted by the shedder: the limiter refused
-				h = append(h, a.shed.Rejected(lp, now))
-			} else {
-				h = append(h, dec.RetryAfter)
+				r = a.shed.RejectedWindow(lp, now)
 			}
-			for len(h) < hintDraws {
-				h = append(h, a.shed.RetryAfterAt(lp, now))
-			}
-			hints[p] = h
+			hints[p] = []limit.Retry{r}
 		}
 	}
 	var oc limit.Counts
@@ -123,11 +124,7 @@ func (a *adaptive) admit(now time.Time, work float64, demand, open []int64) (adm
 		sever[p] = min(open[p], q[lp])
 		q[lp] -= sever[p]
 		if sever[p] > 0 && hints[p] == nil {
-			h := make([]time.Duration, hintDraws)
-			for i := range h {
-				h[i] = a.shed.RetryAfterAt(lp, now)
-			}
-			hints[p] = h
+			hints[p] = []limit.Retry{a.shed.RetryWindowAt(lp, now)}
 		}
 	}
 	return admitted, sever, hints
@@ -186,8 +183,8 @@ func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, st *Step) ([]coho
 }
 
 // sever closes n connections of priority p at origin i, spread over its
-// flows; the devices reconnect after the retry-after hint.
-func (s *Sim) sever(i, p int, n int64, hints []time.Duration, st *Step) {
+// flows; the devices reconnect by the retry hints.
+func (s *Sim) sever(i, p int, n int64, hints []limit.Retry, st *Step) {
 	o := s.origins[i]
 	total := o.connPrio[p]
 	if total == 0 {

@@ -10,8 +10,10 @@
 // decorrelated jitter, the previous delay), connecting (a handshake queued
 // at an origin) and connected (at an origin). A failed cohort draws its
 // next delay by quantiles: slice i of q waits Delay(attempt, prev,
-// (i+0.5)/q), so a cohort of 1e8 costs q policy calls, not 1e8. Work per
-// step is proportional to the number of cohorts.
+// (i+0.5)/q), so a cohort of 1e8 costs q policy calls, not 1e8; a cohort
+// an origin turned away with a retry window draws within it instead
+// (backoff.WindowDelay), as corral's clients do. Work per step is
+// proportional to the number of cohorts.
 //
 // New builds a run from a validated scenario, Step advances it by one
 // step, Census counts the devices by walking the structures, and Run plus

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/scenario"
 )
 
@@ -58,6 +59,9 @@ type Sim struct {
 	rng      *rand.Rand
 	fails    map[uint64]int64 // this step's failures by packed failKey
 	failKeys []uint64         // scratch of settleFails
+	// windowFails are this step's failures that carry a retry window.
+	windowFails map[windowFail]int64
+	windowKeys  []windowFail // scratch of settleFails
 
 	drops   []dropEvent
 	poison  []int // tenant -> step the poison starts, -1 none
@@ -136,6 +140,8 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 		nK:    sc.Geography.PoPs,
 		rng:   rand.New(rand.NewPCG(sc.Seed, 0x5eed)),
 		fails: make(map[uint64]int64),
+
+		windowFails: make(map[windowFail]int64),
 	}
 	s.nF = s.nK * s.nT * s.nP
 	if s.nF >= 1<<flowBits {
@@ -183,9 +189,10 @@ func New(sc *scenario.Scenario, name string) (*Sim, error) {
 	return s, nil
 }
 
-// maxHint is the largest retry-after adaptive admission may send, given
-// the scenario's base hint: newAdaptive caps the shedder's estimate at
-// half of it and the shedder's jitter (Spread 1) doubles that at most.
+// maxHint is the latest end of a retry window adaptive admission may
+// send, given the scenario's base hint: newAdaptive caps the shedder's
+// range at half of it (Retry.Max), and a range is at least as wide as
+// its start (Spread 1), so it ends by twice that.
 func maxHint(base time.Duration) time.Duration { return 12 * base }
 
 func (s *Sim) buildOrigins() error {
@@ -379,16 +386,24 @@ func (s *Sim) addConn(o, f int, n int64) {
 }
 
 // fail records n devices of cohort c that failed (or lost their
-// connection) at this step; they draw their next delay at the end of it.
-func (s *Sim) fail(c cohort, n int64, hint time.Duration) {
+// connection) at this step; they draw their next delay at the end of it,
+// by hint as corral's clients read one (backoff.HintWithin): none when
+// its After is 0 or less; a window when Within is above 0, kept to the
+// nanosecond; else a point, rounded to steps.
+func (s *Sim) fail(c cohort, n int64, hint limit.Retry) {
 	if n <= 0 {
 		return
 	}
-	fk := failKey{key: key{c.flow, c.attempt, c.prev}}
-	if hint > 0 {
-		fk.hint = int32(min(maxSteps, max(1, stepsOf(hint, s.dt))))
+	k := key{c.flow, c.attempt, c.prev}
+	switch {
+	case hint.After > 0 && hint.Within > 0:
+		s.windowFails[windowFail{key: k.pack(), retry: hint}] += n
+	case hint.After > 0:
+		fk := failKey{key: k, hint: int32(min(maxSteps, max(1, stepsOf(hint.After, s.dt))))}
+		s.fails[fk.pack()] += n
+	default:
+		s.fails[failKey{key: k}.pack()] += n
 	}
-	s.fails[fk.pack()] += n
 	if s.tenants != nil {
 		s.tenants.failed(s.tenantOf(int(c.flow)), s.now)
 	}
@@ -396,9 +411,9 @@ func (s *Sim) fail(c cohort, n int64, hint time.Duration) {
 
 // failHinted splits n devices of c evenly over hints and fails each part
 // with its hint; with no hints it is fail without a hint.
-func (s *Sim) failHinted(c cohort, n int64, hints []time.Duration) {
+func (s *Sim) failHinted(c cohort, n int64, hints []limit.Retry) {
 	if len(hints) == 0 {
-		s.fail(c, n, 0)
+		s.fail(c, n, limit.Retry{})
 		return
 	}
 	var done int64

@@ -52,14 +52,19 @@ func digest(t *testing.T, r *Result) string {
 // the code before load feedback, byte for byte (the digests were taken
 // from that code, commit eac822b; the FMA fusion of other architectures
 // may move the last bits, so they are checked on amd64), and bounds
-// given to a feedback that is off change nothing.
+// given to a feedback that is off change nothing. The adaptive digests
+// were taken again when sim's refused cohorts came to draw within the
+// retry window they are sent (session 8), which changes only how those
+// devices come back: with the earlier 8 points per cohort drawn through
+// the new code, both gave eac822b's digests again (48b4c6db...,
+// eabe69dc...).
 func TestFeedbackOffIsUnchanged(t *testing.T) {
 	for _, tc := range []struct {
 		policy, mode, digest string
 	}{
-		{"weighted", "adaptive", "48b4c6db96656c2239a2887a34e09388566c844e37ef4284a008b51b6383e015"},
+		{"weighted", "adaptive", "5c0ce29696aae53bd1998e908752a3edc2e21cae58e858f52f93d9dc772e4fba"},
 		{"weighted", "errors", "f991d1642ce3f82e6622b43334813a4f88bafdc5fa1903e29b36cb7d09987266"},
-		{"multivalue", "adaptive", "eabe69dc097190faddf36c0f9ecce30860960b79c856951a909412ac37283086"},
+		{"multivalue", "adaptive", "831bcf7b322efd3de7f1a283288a32aad0e675ff16518085c9e966f9de4615ba"},
 	} {
 		t.Run(tc.policy+" "+tc.mode, func(t *testing.T) {
 			plain := digest(t, mustNew(t, fbSurge(tc.policy, tc.mode)).Run(nil))

@@ -3,6 +3,8 @@ package sim
 import (
 	"math"
 	"time"
+
+	"github.com/corralhq/corral/limit"
 )
 
 // origin is one origin (a load balancer, a hub) and the handshakes it
@@ -93,8 +95,10 @@ func (o *origin) refusing(timeout time.Duration) bool {
 type admitter interface {
 	// admit returns, for the demand of each priority, how many to admit
 	// and how many held connections to sever; the devices turned away or
-	// severed spread evenly over the retry-after hints of their priority.
-	admit(now time.Time, work float64, demand []int64, open []int64) (admitted, sever []int64, hints [][]time.Duration)
+	// severed spread evenly over the retry hints of their priority, each
+	// a window (Within > 0: the devices draw within it) or a point (the
+	// policy's jitter above it), as the servers send them.
+	admit(now time.Time, work float64, demand []int64, open []int64) (admitted, sever []int64, hints [][]limit.Retry)
 	// observe feeds the step's handshake latency and work in flight.
 	observe(now time.Time, latency time.Duration, inflight float64, served int64, dropped bool)
 	// limit returns the current limit on handshakes in flight.

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/corralhq/corral/limit"
 )
 
 // Step advances the run by one time step. It does nothing once Done.
@@ -117,7 +119,7 @@ func (s *Sim) events(t int, st *Step) {
 				if m > 0 {
 					s.addConn(i, f, -m)
 					st.Dropped += m
-					s.fail(cohort{flow: int32(f)}, m, 0)
+					s.fail(cohort{flow: int32(f)}, m, limit.Retry{})
 				}
 			}
 		}
@@ -134,7 +136,7 @@ func (s *Sim) crash(i int, st *Step) {
 		if n > 0 {
 			s.addConn(i, f, -n)
 			st.Dropped += n
-			s.fail(cohort{flow: int32(f)}, n, 0)
+			s.fail(cohort{flow: int32(f)}, n, limit.Retry{})
 		}
 	}
 	o.work = 0
@@ -329,7 +331,7 @@ func (s *Sim) admit(t, i int, o *origin, st *Step) {
 
 // cut keeps keep of the demand in arr at origin oi (proportionally over
 // its cohorts) and refuses the rest with cause.
-func (s *Sim) cut(oi int, arr []cohort, demand, keep int64, cause Cause, hints []time.Duration, st *Step) []cohort {
+func (s *Sim) cut(oi int, arr []cohort, demand, keep int64, cause Cause, hints []limit.Retry, st *Step) []cohort {
 	ratio := float64(keep) / float64(demand)
 	u := s.rng.Float64()
 	cum := 0.0
@@ -354,9 +356,9 @@ func (s *Sim) cut(oi int, arr []cohort, demand, keep int64, cause Cause, hints [
 // reject records that origin oi refused n devices of c with cause. What
 // an origin refuses at once (down, full, backlog full) its edge hosts try
 // on another address while the stream has tries left (edge.attempts);
-// the rest fail, spread over the retry-after hints they carry (none when
-// hints is empty).
-func (s *Sim) reject(oi int, c cohort, n int64, cause Cause, hints []time.Duration, st *Step) {
+// the rest fail, spread over the retry hints they carry (none when hints
+// is empty).
+func (s *Sim) reject(oi int, c cohort, n int64, cause Cause, hints []limit.Retry, st *Step) {
 	s.origins[oi].stepFail[cause] += n
 	if retryable(cause) && int(c.try)+1 < s.sc.Edge.Attempts {
 		d := c
@@ -374,7 +376,7 @@ func retryable(c Cause) bool { return c == CauseDown || c == CauseCapacity || c 
 
 // deviceFail fails n devices of c with cause: the devices see the error
 // and back off.
-func (s *Sim) deviceFail(c cohort, n int64, cause Cause, hints []time.Duration, st *Step) {
+func (s *Sim) deviceFail(c cohort, n int64, cause Cause, hints []limit.Retry, st *Step) {
 	st.Errors[cause][s.prioOf(int(c.flow))] += n
 	s.failHinted(c, n, hints)
 }
@@ -530,7 +532,8 @@ func (s *Sim) requests(st *Step) {
 }
 
 // settleFails draws the next delay of every device that failed in step t,
-// once per distinct cohort, in key order.
+// once per distinct cohort, in key order: those without a hint or with a
+// point hint, then those with a retry window.
 func (s *Sim) settleFails(t int) {
 	s.failKeys = s.failKeys[:0]
 	for k := range s.fails {
@@ -539,9 +542,19 @@ func (s *Sim) settleFails(t int) {
 	slices.Sort(s.failKeys)
 	for _, p := range s.failKeys {
 		fk := unpackFail(p)
-		s.spread.spread(s.wheel, t, fk, s.fails[p], hashU(uint64(t), p))
+		s.spread.spread(s.wheel, t, fk.key, limit.Retry{After: time.Duration(fk.hint) * s.dt}, s.fails[p], hashU(uint64(t), p))
 	}
 	clear(s.fails)
+	s.windowKeys = s.windowKeys[:0]
+	for k := range s.windowFails {
+		s.windowKeys = append(s.windowKeys, k)
+	}
+	slices.SortFunc(s.windowKeys, cmpWindowFail)
+	for _, wf := range s.windowKeys {
+		u0 := hashU(uint64(t), wf.key, uint64(wf.retry.After), uint64(wf.retry.Within))
+		s.spread.spread(s.wheel, t, unpack(wf.key), wf.retry, s.windowFails[wf], u0)
+	}
+	clear(s.windowFails)
 }
 
 // hashU maps its arguments to a number in [0, 1), independent of the

@@ -1,11 +1,13 @@
 package sim
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/corralhq/corral/backoff"
+	"github.com/corralhq/corral/limit"
 )
 
 // cohort is a group of devices that share everything the engine tracks
@@ -76,6 +78,26 @@ func unpackFail(p uint64) failKey {
 	return failKey{key: unpack(p >> stepBits), hint: int32(p & maxSteps)}
 }
 
+// windowFail is a failed cohort that carries a retry window (Within > 0):
+// key is its packed key, retry the window to the nanosecond. Its devices
+// draw their delay within [After, After + Within] (backoff.WindowDelay),
+// the policy's jitter left out.
+type windowFail struct {
+	key   uint64
+	retry limit.Retry
+}
+
+func cmpWindowFail(a, b windowFail) int {
+	switch {
+	case a.key != b.key:
+		return cmp.Compare(a.key, b.key)
+	case a.retry.After != b.retry.After:
+		return cmp.Compare(a.retry.After, b.retry.After)
+	default:
+		return cmp.Compare(a.retry.Within, b.retry.Within)
+	}
+}
+
 // wheel holds the waiting devices in bins of one step, a ring long enough
 // for the longest delay the policy can draw; a bin maps packed keys to
 // counts.
@@ -143,6 +165,8 @@ type spreader struct {
 	maxOffset  int
 }
 
+// newSpreader builds the spreader of policy p; retryAfter is the longest
+// retry hint the origins send, and the latest end of their windows.
 func newSpreader(p backoff.Policy, q int, step, retryAfter time.Duration) *spreader {
 	s := &spreader{policy: p, q: q, step: step, retryAfter: retryAfter}
 	s.usePrev = p.Name() == backoff.PolicyDecorrelated
@@ -161,7 +185,8 @@ func newSpreader(p backoff.Policy, q int, step, retryAfter time.Duration) *sprea
 			break
 		}
 	}
-	longest := max(p.Delay(1<<20, time.Hour, 1), p.HintDelay(retryAfter, 1), p.Delay(0, 0, 1))
+	// A window ends by retryAfter (WindowDelay's clamps only shorten it).
+	longest := max(p.Delay(1<<20, time.Hour, 1), p.HintDelay(retryAfter, 1), p.Delay(0, 0, 1), retryAfter)
 	s.maxOffset = s.offset(longest) + 1
 	return s
 }
@@ -173,10 +198,13 @@ func (s *spreader) offset(d time.Duration) int {
 	return max(1, stepsOf(d, s.step))
 }
 
-// spread schedules n devices of key k, failed at step now, on w. u0 in
-// [0, 1) offsets the integer split so that small cohorts are not always
-// rounded the same way.
-func (s *spreader) spread(w *wheel, now int, fk failKey, n int64, u0 float64) {
+// spread schedules n devices of key fk, failed at step now with hint, on
+// w: slice i draws at u = (i+0.5)/q within the hint's window
+// (backoff.WindowDelay: corral's clients given a window), above its point
+// (Policy.HintDelay: a hint without a window) or, without a hint, from the
+// policy's schedule (Policy.Delay). u0 in [0, 1) offsets the integer
+// split so that small cohorts are not always rounded the same way.
+func (s *spreader) spread(w *wheel, now int, fk key, hint limit.Retry, n int64, u0 float64) {
 	next := fk.attempt
 	if int(next) < s.attemptCap {
 		next++
@@ -210,9 +238,12 @@ func (s *spreader) spread(w *wheel, now int, fk failKey, n int64, u0 float64) {
 		}
 		u := (float64(i) + 0.5) / float64(q)
 		var d time.Duration
-		if fk.hint > 0 {
-			d = s.policy.HintDelay(time.Duration(fk.hint)*s.step, u)
-		} else {
+		switch {
+		case hint.After > 0 && hint.Within > 0:
+			d = backoff.WindowDelay(s.policy, hint.After, hint.Within, u)
+		case hint.After > 0:
+			d = s.policy.HintDelay(hint.After, u)
+		default:
 			d = s.policy.Delay(int(fk.attempt), prevD, u)
 		}
 		off := s.offset(d)
