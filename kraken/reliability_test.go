@@ -282,13 +282,13 @@ func TestTenTimesStormWithAdmission(t *testing.T) {
 			t.Errorf("P0 attempts refused: %d (%s); want none", c["p0"], reason)
 		}
 	}
-	// Goodput is logged, not asserted: issue 14's 90 % is not met (0.70
-	// to 0.80 in six runs, 0.47 to 0.51 before the edges spaced their
-	// hints at the rate they admit at while full). The herd fits the
-	// waiting room for 2 s (480 of 1,500 here), the rest are refused with
-	// hints that space them at the fleet's rate, and the clients' own
-	// spread above a hint ([h, 2h]) stretches the last of them over as
-	// long again.
+	// Goodput is logged, not asserted (a timed figure): issue 14 asks
+	// 90 %. Measured 0.82 and 0.88 from the exact 90th percentile at load
+	// 8-11 with retry windows (0.70 to 0.80 in whole seconds before them,
+	// 0.47 to 0.51 before the edges spaced their hints at the rate they
+	// admit at while full). The herd fits the waiting room for 2 s (480
+	// of 1,500 here); the rest are refused with windows that space them
+	// at the fleet's rate.
 	if st := limit.Stage(top.Load()); st >= limit.StageLifeboat {
 		t.Errorf("an edge's Shedder reached %v (its heap bound)", st)
 	}
