@@ -283,12 +283,12 @@ func TestTenTimesStormWithAdmission(t *testing.T) {
 		}
 	}
 	// Goodput is logged, not asserted (a timed figure): issue 14 asks
-	// 90 %. Measured 0.82 and 0.88 from the exact 90th percentile at load
-	// 8-11 with retry windows (0.70 to 0.80 in whole seconds before them,
-	// 0.47 to 0.51 before the edges spaced their hints at the rate they
-	// admit at while full). The herd fits the waiting room for 2 s (480
-	// of 1,500 here); the rest are refused with windows that space them
-	// at the fleet's rate.
+	// 90 %. 22 runs on 2026-12-02 (load 0.5 to 10): median 0.92 from the
+	// exact 90th percentile, 0.56 to 0.97. The herd fits the waiting
+	// rooms for 2 s; the rest are refused when the rooms expire, each
+	// edge placing its own at its own busy rate, and the two edges split
+	// the hubs by the history of their limits: the spread of goodput is
+	// that split (kraken/README).
 	if st := limit.Stage(top.Load()); st >= limit.StageLifeboat {
 		t.Errorf("an edge's Shedder reached %v (its heap bound)", st)
 	}
