@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/corralhq/corral/internal/tlssession"
 	"github.com/corralhq/corral/wire"
@@ -95,28 +94,11 @@ func (g *grpcConn) recv() (*corralv1.ServerFrame, error) {
 		return nil, wire.Close{Code: wire.CloseNormal, Text: "stream ended"} // the server ended the stream with OK
 	}
 	if err != nil {
-		cl := wire.CloseFromStatus(err) // a google.rpc.RetryInfo detail is its hint
-		if cl.RetryAfter == 0 {
-			cl.RetryAfter = pushback(g.stream.Trailer())
-		}
-		return nil, cl
+		// A google.rpc.RetryInfo detail is its hint, else the
+		// grpc-retry-pushback-ms trailer.
+		return nil, wire.CloseFromStream(err, g.stream.Trailer())
 	}
 	return f, nil
-}
-
-// pushback reads the grpc-retry-pushback-ms trailer (gRPC A6: a server's
-// retry pushback, a non-negative count of milliseconds) as a retry hint;
-// absent, negative or malformed is no hint (0).
-func pushback(md metadata.MD) time.Duration {
-	v := md.Get("grpc-retry-pushback-ms")
-	if len(v) == 0 {
-		return 0
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(v[0]), 10, 32)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(n) * time.Millisecond
 }
 
 func (g *grpcConn) close() {

@@ -3,7 +3,6 @@ package edge
 import (
 	"errors"
 	"io"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -195,8 +193,8 @@ func grpcStatus(stream grpc.ServerStream, c wire.Close) error {
 	if c.Code == wire.CloseNormal {
 		return nil
 	}
-	if c.RetryAfter > 0 {
-		stream.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", strconv.FormatInt(c.RetryAfter.Milliseconds(), 10)))
+	if md := wire.PushbackTrailer(c); md != nil {
+		stream.SetTrailer(md)
 	}
 	return c.Status().Err()
 }

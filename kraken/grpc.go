@@ -5,17 +5,13 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/corralhq/corral/wire"
@@ -162,25 +158,7 @@ func (g *grpcConn) endOf(err error) (string, wire.Close) {
 	if !ok || st.Code() == codes.Unavailable && len(st.Details()) == 0 || st.Code() == codes.Canceled {
 		return "cut", wire.Close{Code: closeAbnormal}
 	}
-	cl := wire.CloseFromStatus(err)
-	if cl.RetryAfter == 0 {
-		cl.RetryAfter = pushback(g.stream.Trailer())
-	}
-	return "", cl
-}
-
-// pushback reads the grpc-retry-pushback-ms trailer (gRPC A6): a count of
-// milliseconds, the server's retry hint; anything else is no hint.
-func pushback(md metadata.MD) time.Duration {
-	v := md.Get("grpc-retry-pushback-ms")
-	if len(v) == 0 {
-		return 0
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(v[0]), 10, 32)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(n) * time.Millisecond
+	return "", wire.CloseFromStream(err, g.stream.Trailer())
 }
 
 // end reports the end of the connection to the device, once.
