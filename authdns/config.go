@@ -292,7 +292,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	// Compiling the zones checks every record.
-	_, err := compile(c, nil)
+	_, err := compile(c, c.Feedback, nil)
 	return err
 }
 

@@ -21,8 +21,9 @@ import (
 // FeedbackConfig is load feedback: hubs and edges publish their load on
 // NATS (their `load` config), and every Interval the effective weights of
 // the weighted, weighted-subset and multivalue sets whose values are
-// those origins move by it, within the bounds (answer.FeedbackConfig).
-// The zero value (no NATS) turns it off. A change needs a restart.
+// those origins move by it, within the bounds (answer.FeedbackConfig);
+// the answers of those sets carry at most MaxTTL. The zero value (no
+// NATS) turns it off. A change needs a restart.
 type FeedbackConfig struct {
 	// NATS is the NATS URL (comma-separated for a cluster); empty turns
 	// feedback off.
@@ -42,6 +43,13 @@ type FeedbackConfig struct {
 	Ceiling    float64 `yaml:"ceiling"`
 	MaxStep    float64 `yaml:"max_step"`
 	Hysteresis float64 `yaml:"hysteresis"`
+	// MaxTTL is the longest TTL of the answers of the weighted,
+	// weighted-subset and multivalue sets, which feedback weights: new
+	// weights reach a resolver when its cached answer expires (default
+	// 30s, answer.DefaultFeedbackMaxTTL, whose comment gives the
+	// sources; whole seconds; a set with a shorter TTL keeps it, and a
+	// cap at or above the records' TTLs leaves them as they are).
+	MaxTTL time.Duration `yaml:"max_ttl"`
 
 	// given marks the keys of zeroKeys that the file or the environment
 	// sets (UnmarshalYAML, givenByEnv), so that validate refuses a 0 that
@@ -52,13 +60,13 @@ type FeedbackConfig struct {
 
 // zeroKeys are the keys of the block where 0 stands for the default, in
 // the bit order of FeedbackConfig.given, with the value of each.
-func (c FeedbackConfig) zeroKeys() [6]struct {
+func (c FeedbackConfig) zeroKeys() [7]struct {
 	key  string
 	zero bool
 	def  any
 } {
 	d := answer.DefaultFeedback
-	return [6]struct {
+	return [7]struct {
 		key  string
 		zero bool
 		def  any
@@ -66,6 +74,7 @@ func (c FeedbackConfig) zeroKeys() [6]struct {
 		{"interval", c.Interval == 0, loadreport.DefaultInterval}, {"timeout", c.Timeout == 0, d.Timeout},
 		{"floor", c.Floor == 0, d.Floor}, {"ceiling", c.Ceiling == 0, d.Ceiling},
 		{"max_step", c.MaxStep == 0, d.MaxStep}, {"hysteresis", c.Hysteresis == 0, d.Hysteresis},
+		{"max_ttl", c.MaxTTL == 0, d.MaxTTL},
 	}
 }
 
@@ -112,7 +121,17 @@ func (c *FeedbackConfig) givenByEnv(opts config.Options) {
 func (c FeedbackConfig) enabled() bool { return c.NATS != "" }
 
 func (c FeedbackConfig) bounds() answer.FeedbackConfig {
-	return answer.FeedbackConfig{Floor: c.Floor, Ceiling: c.Ceiling, MaxStep: c.MaxStep, Hysteresis: c.Hysteresis, Timeout: c.Timeout}.WithDefaults()
+	return answer.FeedbackConfig{Floor: c.Floor, Ceiling: c.Ceiling, MaxStep: c.MaxStep, Hysteresis: c.Hysteresis, Timeout: c.Timeout, MaxTTL: c.MaxTTL}.WithDefaults()
+}
+
+// answerTTL is the TTL, in seconds, of the answers of a set of policy p
+// whose records have TTL ttl: capped at MaxTTL by answer's rule when
+// feedback is on and weights p, ttl otherwise.
+func (c FeedbackConfig) answerTTL(p *answer.Policy, ttl uint32) uint32 {
+	if !c.enabled() {
+		return ttl
+	}
+	return uint32(c.bounds().AnswerTTL(p, time.Duration(ttl)*time.Second) / time.Second)
 }
 
 func (c FeedbackConfig) interval() time.Duration {
@@ -137,6 +156,10 @@ func (c FeedbackConfig) validate(bad func(path, format string, args ...any)) {
 		}
 	}
 	if zeros {
+		return
+	}
+	if _, err := seconds(c.MaxTTL); err != nil {
+		bad("feedback.max_ttl", "%v", err)
 		return
 	}
 	if err := c.bounds().Validate(); err != nil {
@@ -167,10 +190,12 @@ type feedbackView struct {
 }
 
 // weightRow is one record's effective weight, in units of its configured
-// weight (multivalue records weigh 1).
+// weight (multivalue records weigh 1), and the TTL its set's answers
+// carry (capped by max_ttl) and is configured with, in seconds.
 type weightRow struct {
 	name, rtype, value, origin string
 	configured, effective      float64
+	ttl, configuredTTL         uint32
 }
 
 type originRow struct {
@@ -283,7 +308,7 @@ func (f *feedback) tick(now time.Time) {
 			}
 			fs = append(fs, fi)
 			view.weights = append(view.weights, weightRow{name: set.owner, rtype: typeName(set.rtype), value: v, origin: who[v],
-				configured: float64(base[i]), effective: float64(base[i]) * fi})
+				configured: float64(base[i]), effective: float64(base[i]) * fi, ttl: set.ttl, configuredTTL: set.configuredTTL})
 		}
 		w = set.sel.ApplyFeedback(w, fs)
 	})

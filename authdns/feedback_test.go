@@ -153,9 +153,9 @@ zones:
     records:
       - {name: ns1, type: A, values: [127.0.0.1]}
 `
-	for _, key := range []string{"hysteresis", "floor", "ceiling", "max_step", "timeout", "interval"} {
+	for _, key := range []string{"hysteresis", "floor", "ceiling", "max_step", "timeout", "interval", "max_ttl"} {
 		for _, zero := range []string{"0", "0.0"} {
-			if key == "timeout" || key == "interval" {
+			if key == "timeout" || key == "interval" || key == "max_ttl" {
 				zero = map[string]string{"0": "0", "0.0": "0s"}[zero]
 			}
 			t.Run(key+": "+zero, func(t *testing.T) {
@@ -166,11 +166,21 @@ zones:
 			})
 		}
 	}
+	for _, tc := range []struct{ value, want string }{
+		{"1500ms", "must be whole seconds"},
+		{"-5s", "must not be negative"},
+		{"4294967296s", "must be at most 2147483647s"},
+	} {
+		_, err := ParseConfig("dns.yaml", []byte("feedback: {nats: \"nats://127.0.0.1:1\", max_ttl: "+tc.value+"}\n"+zone))
+		if err == nil || !strings.Contains(err.Error(), "feedback.max_ttl: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("max_ttl %s: %v, want an error naming feedback.max_ttl that says %q", tc.value, err, tc.want)
+		}
+	}
 	cfg, err := ParseConfig("dns.yaml", []byte("feedback: {nats: \"nats://127.0.0.1:1\", hysteresis: 0.01}\n"+zone))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := cfg.Feedback.bounds(); b.Hysteresis != 0.01 || b.MaxStep != 0.25 || b.Floor != 0.1 || b.Timeout != 5*time.Second {
+	if b := cfg.Feedback.bounds(); b.Hysteresis != 0.01 || b.MaxStep != 0.25 || b.Floor != 0.1 || b.Timeout != 5*time.Second || b.MaxTTL != 30*time.Second {
 		t.Fatalf("bounds %+v: want hysteresis 0.01 as given, the rest the defaults", b)
 	}
 	inCode := DefaultConfig()
@@ -214,19 +224,30 @@ zones:
 }
 
 // TestReloadKeepsFeedback: a reload that changes the feedback block keeps
-// the running settings and says so in the log.
+// the running settings and says so in the log; the zones it loads are
+// served under the running feedback's TTL cap.
 func TestReloadKeepsFeedback(t *testing.T) {
 	text := `
 listen: 127.0.0.1:0
-feedback: {nats: "nats://127.0.0.1:1", interval: %s}
+feedback: {nats: "nats://127.0.0.1:1", interval: %s, max_ttl: %s}
 zones:
   - origin: corral.test
     soa: {mname: ns1.corral.test, rname: hostmaster.corral.test, serial: 1}
     ns: [ns1.corral.test]
     records:
       - {name: ns1, type: A, values: [127.0.0.1]}
+      - {name: w, type: A, ttl: 60s, policy: weighted, values: [{value: 10.0.0.1, weight: 1}, {value: 10.0.0.2, weight: 1}]}
 `
-	cfg, err := ParseConfig("dns.yaml", fmt.Appendf(nil, text, "1s"))
+	wTTL := func(s *Server) uint32 {
+		var ttl uint32
+		s.state.Load().zones.eachSet(func(set *rrset) {
+			if set.owner == "w.corral.test." {
+				ttl = set.ttl
+			}
+		})
+		return ttl
+	}
+	cfg, err := ParseConfig("dns.yaml", fmt.Appendf(nil, text, "1s", "20s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,12 +256,18 @@ zones:
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := ParseConfig("dns.yaml", fmt.Appendf(nil, text, "2s"))
+	if got := wTTL(srv); got != 20 {
+		t.Fatalf("the weighted set's TTL %d, want the cap of 20", got)
+	}
+	next, err := ParseConfig("dns.yaml", fmt.Appendf(nil, text, "2s", "10s"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Reload(next); err != nil {
 		t.Fatal(err)
+	}
+	if got := wTTL(srv); got != 20 {
+		t.Errorf("the weighted set's TTL %d after a reload that asks for 10s, want the running cap of 20", got)
 	}
 	if !strings.Contains(logs.String(), "feedback changes need a restart") {
 		t.Fatalf("reload log without the feedback warning:\n%s", logs.String())

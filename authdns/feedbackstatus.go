@@ -15,13 +15,14 @@ import (
 // feedbackCollector exports the last tick's effective weights and the
 // reports received.
 type feedbackCollector struct {
-	f                        *feedback
-	weight, reports, origins *prometheus.Desc
+	f                             *feedback
+	weight, ttl, reports, origins *prometheus.Desc
 }
 
 func newFeedbackCollector(f *feedback) *feedbackCollector {
 	return &feedbackCollector{f: f,
 		weight:  prometheus.NewDesc("corral_dns_feedback_weight", "Effective weight of a record under load feedback, in units of its configured weight (multivalue records weigh 1).", []string{"name", "type", "value"}, nil),
+		ttl:     prometheus.NewDesc("corral_dns_feedback_ttl_seconds", "TTL of the answers of a record set under load feedback, in seconds: its configured TTL capped by feedback.max_ttl.", []string{"name", "type"}, nil),
 		reports: prometheus.NewDesc("corral_dns_feedback_reports_total", "Load reports received, by result (ok, bad: not decoded).", []string{"result"}, nil),
 		origins: prometheus.NewDesc("corral_dns_feedback_origins", "Origins heard from, by state (fresh, silent: no report within the timeout).", []string{"state"}, nil),
 	}
@@ -29,14 +30,19 @@ func newFeedbackCollector(f *feedback) *feedbackCollector {
 
 func (c *feedbackCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.weight
+	ch <- c.ttl
 	ch <- c.reports
 	ch <- c.origins
 }
 
 func (c *feedbackCollector) Collect(ch chan<- prometheus.Metric) {
 	v := c.f.view.Load()
-	seen := map[[3]string]bool{}
+	seen, sets := map[[3]string]bool{}, map[[2]string]bool{}
 	for _, w := range v.weights {
+		if k := [2]string{w.name, w.rtype}; !sets[k] { // one series per set
+			sets[k] = true
+			ch <- prometheus.MustNewConstMetric(c.ttl, prometheus.GaugeValue, float64(w.ttl), w.name, w.rtype)
+		}
 		k := [3]string{w.name, w.rtype, w.value}
 		if seen[k] { // the same value twice in a set: one series
 			continue
@@ -68,6 +74,10 @@ type FeedbackWeight struct {
 	// (multivalue records weigh 1).
 	Configured float64 `json:"configured"`
 	Effective  float64 `json:"effective"`
+	// TTL is the TTL of the set's answers, its ConfiguredTTL capped by
+	// feedback.max_ttl, in whole seconds ("30s").
+	TTL           string `json:"ttl"`
+	ConfiguredTTL string `json:"configured_ttl"`
 }
 
 // FeedbackWeights returns the effective weights the last feedback
@@ -80,7 +90,8 @@ func (s *Server) FeedbackWeights() []FeedbackWeight {
 	v := s.fb.view.Load()
 	out := make([]FeedbackWeight, 0, len(v.weights))
 	for _, w := range v.weights {
-		out = append(out, FeedbackWeight{Name: w.name, Type: w.rtype, Value: w.value, Origin: w.origin, Configured: w.configured, Effective: w.effective})
+		out = append(out, FeedbackWeight{Name: w.name, Type: w.rtype, Value: w.value, Origin: w.origin, Configured: w.configured, Effective: w.effective,
+			TTL: ttlString(w.ttl), ConfiguredTTL: ttlString(w.configuredTTL)})
 	}
 	return out
 }
@@ -136,10 +147,11 @@ func (s *Server) healthStatus() admin.Status {
 		return st
 	}
 	v := s.fb.view.Load()
-	wt := admin.Table{Title: "load feedback: effective weights", Columns: []string{"name", "type", "value", "origin", "configured", "effective"}}
+	wt := admin.Table{Title: "load feedback: effective weights", Columns: []string{"name", "type", "value", "origin", "configured", "effective", "ttl (configured)"}}
 	for _, w := range v.weights {
 		wt.Rows = append(wt.Rows, admin.Row{Bad: w.effective < w.configured, Cells: []string{w.name, w.rtype, w.value, w.origin,
-			strconv.FormatFloat(w.configured, 'g', 4, 64), strconv.FormatFloat(w.effective, 'g', 4, 64)}})
+			strconv.FormatFloat(w.configured, 'g', 4, 64), strconv.FormatFloat(w.effective, 'g', 4, 64),
+			ttlString(w.ttl) + " (" + ttlString(w.configuredTTL) + ")"}})
 	}
 	ot := admin.Table{Title: "load feedback: origins", Columns: []string{"addr", "node", "kind", "sessions / capacity", "in flight / limit", "stage", "pressure", "last report"}}
 	for _, o := range v.origins {
@@ -147,9 +159,14 @@ func (s *Server) healthStatus() admin.Status {
 			fmt.Sprintf("%d / %d", o.load.Inflight, o.load.Limit), strconv.Itoa(o.load.Stage), strconv.FormatFloat(o.load.Pressure(), 'f', 2, 64), stamp(o.load.At)}})
 	}
 	st.Tables = append(st.Tables, wt, ot)
-	st.Facts = append(st.Facts, admin.Fact{Name: "feedback interval", Value: s.cfg.Feedback.interval().String()}, admin.Fact{Name: "last step", Value: stamp(v.at)})
+	st.Facts = append(st.Facts, admin.Fact{Name: "feedback interval", Value: s.cfg.Feedback.interval().String()},
+		admin.Fact{Name: "answer TTL cap (feedback.max_ttl)", Value: ttlString(uint32(s.cfg.Feedback.bounds().MaxTTL / time.Second))}, admin.Fact{Name: "last step", Value: stamp(v.at)})
 	return st
 }
+
+// ttlString writes a TTL of whole seconds as the config can ("30s",
+// "3600s").
+func ttlString(sec uint32) string { return strconv.FormatUint(uint64(sec), 10) + "s" }
 
 func stamp(t time.Time) string {
 	if t.IsZero() {

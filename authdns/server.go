@@ -155,9 +155,10 @@ func New(cfg *Config, opts Options) (*Server, error) {
 }
 
 // build compiles the state of cfg, its records reading the health of
-// s.checker.
+// s.checker and served under the running load feedback (s.cfg's: a
+// reload does not change it).
 func (s *Server) build(cfg *Config) (*state, error) {
-	zs, err := compile(cfg, s.probe)
+	zs, err := compile(cfg, s.cfg.Feedback, s.probe)
 	if err != nil {
 		return nil, err
 	}

@@ -92,6 +92,10 @@ type rrset struct {
 	// matches to the origins' advertised addresses.
 	owner  string
 	values []string
+	// ttl is the TTL, in seconds, of the set's records as served (in
+	// rrs): configuredTTL, the set's or the zone's, capped by load
+	// feedback's max_ttl when feedback weights the set.
+	ttl, configuredTTL uint32
 	// rrs holds each record after its owner: type, class, TTL, rdlength and
 	// rdata, ready to copy into an answer.
 	rrs [][]byte
@@ -178,11 +182,13 @@ func (n *node) set(t uint16) *rrset {
 // zones are compiled only to validate them).
 type checks map[string]answer.Probe
 
-// compile builds the zoneSet of cfg. probe resolves a check name to its
+// compile builds the zoneSet of cfg. fb is the load feedback its answers
+// are served under (the running server's: a reload keeps it), which caps
+// the TTL of the sets it weights. probe resolves a check name to its
 // state once, here, so that answers read health without a name lookup; nil
 // compiles for validation only. Its errors are config field errors naming
 // the key.
-func compile(cfg *Config, probe func(check string) answer.Probe) (*zoneSet, error) {
+func compile(cfg *Config, fb FeedbackConfig, probe func(check string) answer.Probe) (*zoneSet, error) {
 	zs := &zoneSet{zones: make(map[string]*zone)}
 	checks := make(checks, len(cfg.Health.Checks))
 	for _, cc := range cfg.Health.Checks {
@@ -194,7 +200,7 @@ func compile(cfg *Config, probe func(check string) answer.Probe) (*zoneSet, erro
 	var errs []error
 	var origins []string
 	for zi, zc := range cfg.Zones {
-		z, zerrs := compileZone(checks, zc, zi)
+		z, zerrs := compileZone(checks, fb, zc, zi)
 		for _, e := range zerrs {
 			errs = append(errs, config.Field(fmt.Sprintf("zones[%d]", zi), e))
 		}
@@ -258,7 +264,7 @@ func fieldErr(path, format string, args ...any) error {
 	return config.Errorf(path, "authdns: "+format, args...)
 }
 
-func compileZone(checks checks, zc ZoneConfig, zi int) (*zone, []error) {
+func compileZone(checks checks, fb FeedbackConfig, zc ZoneConfig, zi int) (*zone, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	originName, err := absName(zc.Origin, "")
@@ -352,7 +358,7 @@ func compileZone(checks checks, zc ZoneConfig, zi int) (*zone, []error) {
 
 	for ri, rc := range zc.Records {
 		p := fmt.Sprintf("records[%d]", ri)
-		set, owner, rerrs := compileSet(checks, rc, originName, ttl)
+		set, owner, rerrs := compileSet(checks, fb, rc, originName, ttl)
 		for _, e := range rerrs {
 			errs = append(errs, config.Field(p, e))
 		}
@@ -395,8 +401,10 @@ func mustSet(s *rrset) *rrset {
 	return s
 }
 
-// compileSet compiles one record set and returns it with its owner.
-func compileSet(checks checks, rc RecordConfig, origin string, zoneTTL uint32) (*rrset, []byte, []error) {
+// compileSet compiles one record set and returns it with its owner. Its
+// records carry the set's TTL, or the zone's, capped by load feedback
+// (fb) when feedback weights the set's policy.
+func compileSet(checks checks, fb FeedbackConfig, rc RecordConfig, origin string, zoneTTL uint32) (*rrset, []byte, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	name := rc.Name
@@ -445,7 +453,9 @@ func compileSet(checks checks, rc RecordConfig, origin string, zoneTTL uint32) (
 			return nil, nil, errs
 		}
 	}
-	set := &rrset{rtype: rtype, policy: pol.Index(), owner: strings.ToLower(ownerName)}
+	set := &rrset{rtype: rtype, policy: pol.Index(), owner: strings.ToLower(ownerName), configuredTTL: ttl}
+	ttl = fb.answerTTL(pol, ttl)
+	set.ttl = ttl
 	acfg := answer.Config{Policy: pol, N: rc.N, BigN: rc.BigN, BigSubset: rc.BigWeightedSubset}
 	for vi, v := range rc.Values {
 		p := fmt.Sprintf("values[%d]", vi)

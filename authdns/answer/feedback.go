@@ -70,10 +70,34 @@ type FeedbackConfig struct {
 	// longer (or never heard from) gets its configured weight back, at
 	// once (default 5 s).
 	Timeout time.Duration
+	// MaxTTL is the longest TTL of an answer from a set that feedback
+	// weights (AnswerTTL): a weight reaches a resolver only when its
+	// cached answer expires, so a load-aware answer is only as fresh as
+	// its TTL (default DefaultFeedbackMaxTTL; above 0; a cap at or above
+	// a set's TTL leaves it as it is).
+	MaxTTL time.Duration
 }
 
+// DefaultFeedbackMaxTTL is the default MaxTTL, 30 s: the shortest TTL
+// that the managed DNS services which steer answers by live load or
+// health serve or recommend, and the shortest most resolvers honour.
+// NS1 advises records under its Filter Chain (whose Shed Load filter
+// steers by reported load) to keep the TTL as short as possible and
+// notes that most recursive resolvers do not honour one under 30 s
+// (ns1.com/articles/ttl-best-practices); Cloudflare's DNS-only load
+// balancers take a TTL whose documented example is 30 s, and its
+// DNS-only records go down to 30 s, on Enterprise plans
+// (developers.cloudflare.com/dns/manage-dns-records/reference/ttl);
+// Route 53 recommends 60 s or less for a record with a health check
+// (docs.aws.amazon.com/Route53/latest/DeveloperGuide/
+// resource-record-sets-values-weighted.html). Akamai GTM gives its
+// load-balanced answers a TTL of their own, dynamicTTL, separate from
+// its static records' (300 s by default in Akamai's Terraform
+// provider), without a recommendation found.
+const DefaultFeedbackMaxTTL = 30 * time.Second
+
 // DefaultFeedback is the configuration the zero FeedbackConfig stands for.
-var DefaultFeedback = FeedbackConfig{Floor: 0.1, Ceiling: 2, MaxStep: 0.25, Hysteresis: 0.05, Timeout: 5 * time.Second}
+var DefaultFeedback = FeedbackConfig{Floor: 0.1, Ceiling: 2, MaxStep: 0.25, Hysteresis: 0.05, Timeout: 5 * time.Second, MaxTTL: DefaultFeedbackMaxTTL}
 
 // WithDefaults returns c with its zero fields set to DefaultFeedback's.
 func (c FeedbackConfig) WithDefaults() FeedbackConfig {
@@ -92,6 +116,9 @@ func (c FeedbackConfig) WithDefaults() FeedbackConfig {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = d.Timeout
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = d.MaxTTL
 	}
 	return c
 }
@@ -118,7 +145,22 @@ func (c FeedbackConfig) Validate() error {
 	if c.Timeout < 0 {
 		errs = append(errs, bad("timeout", c.Timeout, "need timeout >= 0"))
 	}
+	if c.MaxTTL < 0 {
+		errs = append(errs, bad("max_ttl", c.MaxTTL, "need max_ttl > 0"))
+	}
 	return errors.Join(errs...)
+}
+
+// AnswerTTL returns the TTL of the answers of a set of policy p whose
+// records have TTL ttl while load feedback is on: at most MaxTTL for a
+// policy feedback weights (p.Fed()), ttl as it is for the others and
+// for a ttl already below the cap. The server writes it into the
+// records it serves and the simulator's resolvers cache answers for it.
+func (c FeedbackConfig) AnswerTTL(p *Policy, ttl time.Duration) time.Duration {
+	if !p.Fed() {
+		return ttl
+	}
+	return min(ttl, c.WithDefaults().MaxTTL)
 }
 
 // Target returns the factor load l asks for, ignoring the bounds on

@@ -66,10 +66,42 @@ func TestFeedbackValidate(t *testing.T) {
 	}
 	for _, c := range []FeedbackConfig{
 		{Floor: -0.1}, {Floor: 1.5}, {Ceiling: 0.5}, {MaxStep: -1},
-		{MaxStep: 0.1, Hysteresis: 0.2}, {Timeout: -time.Second}, {Floor: math.NaN()},
+		{MaxStep: 0.1, Hysteresis: 0.2}, {Timeout: -time.Second}, {Floor: math.NaN()}, {MaxTTL: -time.Second},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: Validate accepted it", c)
+		}
+	}
+}
+
+// TestAnswerTTL: the answers of a set feedback weights carry at most
+// MaxTTL (the default when it is 0), a shorter TTL as it is; the other
+// policies keep their TTL.
+func TestAnswerTTL(t *testing.T) {
+	if DefaultFeedback.MaxTTL != 30*time.Second || DefaultFeedbackMaxTTL != 30*time.Second {
+		t.Fatalf("default max TTL %v / %v, want the sourced 30s", DefaultFeedback.MaxTTL, DefaultFeedbackMaxTTL)
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     FeedbackConfig
+		policy  *Policy
+		ttl     time.Duration
+		wantTTL time.Duration
+	}{
+		{"weighted at the default cap", FeedbackConfig{}, Weighted, time.Minute, 30 * time.Second},
+		{"weighted-subset at the default cap", FeedbackConfig{}, WeightedSubset, time.Hour, 30 * time.Second},
+		{"multivalue at a cap given", FeedbackConfig{MaxTTL: 10 * time.Second}, Multivalue, time.Minute, 10 * time.Second},
+		{"a TTL under the cap stays", FeedbackConfig{}, Weighted, 20 * time.Second, 20 * time.Second},
+		{"a cap above the TTL leaves it", FeedbackConfig{MaxTTL: time.Hour}, Weighted, time.Minute, time.Minute},
+		{"a TTL of 0 stays 0", FeedbackConfig{}, Weighted, 0, 0},
+		{"simple is not fed", FeedbackConfig{}, Simple, time.Minute, time.Minute},
+		{"a nil policy is simple", FeedbackConfig{}, nil, time.Minute, time.Minute},
+		{"failover is not fed", FeedbackConfig{}, Failover, time.Minute, time.Minute},
+		{"shuffle is not fed", FeedbackConfig{}, Shuffle, time.Minute, time.Minute},
+		{"cidr is not fed", FeedbackConfig{}, CIDR, time.Minute, time.Minute},
+	} {
+		if got := tc.cfg.AnswerTTL(tc.policy, tc.ttl); got != tc.wantTTL {
+			t.Errorf("%s: AnswerTTL(%v) = %v, want %v", tc.name, tc.ttl, got, tc.wantTTL)
 		}
 	}
 }
