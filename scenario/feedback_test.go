@@ -21,7 +21,7 @@ func TestFeedbackDefaultsAreAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := answer.DefaultFeedback
-	want := Feedback{Interval: time.Second, Floor: d.Floor, Ceiling: d.Ceiling, MaxStep: d.MaxStep, Hysteresis: d.Hysteresis, Timeout: d.Timeout}
+	want := Feedback{Interval: time.Second, Floor: d.Floor, Ceiling: d.Ceiling, MaxStep: d.MaxStep, Hysteresis: d.Hysteresis, Timeout: d.Timeout, MaxTTL: d.MaxTTL}
 	if s.DNS.Feedback != want {
 		t.Fatalf("dns.feedback %+v, want %+v", s.DNS.Feedback, want)
 	}
@@ -44,11 +44,15 @@ func TestFeedbackErrorsNameTheKey(t *testing.T) {
 	}{
 		{"an explicit 0 authdns would read as its default", "{enabled: true, hysteresis: 0}", []string{"dns.feedback.hysteresis", "0 is not usable", "default (0.05)"}},
 		{"a zero timeout", "{enabled: true, timeout: 0s}", []string{"dns.feedback.timeout", "default (5s)"}},
+		{"a zero max_ttl", "{enabled: true, max_ttl: 0s}", []string{"dns.feedback.max_ttl", "0 is not usable", "default (30s)"}},
+		{"a max_ttl of part of a second", "{enabled: true, max_ttl: 1500ms}", []string{"dns.feedback.max_ttl", "whole seconds", "got 1.5s"}},
+		{"a negative max_ttl", "{enabled: true, max_ttl: -10s}", []string{"dns.feedback:", "max_ttl -10s", "need max_ttl > 0"}},
 		{"an interval shorter than the step", "{enabled: true, interval: 500ms}", []string{"dns.feedback.interval", "whole number of steps"}},
 		{"an interval between steps", "{enabled: true, interval: 1500ms}", []string{"dns.feedback.interval", "got 1.5s"}},
 		{"a floor above 1", "{enabled: true, floor: 1.5}", []string{"dns.feedback:", "floor 1.5", "need 0 < floor <= 1"}},
 		{"hysteresis above max_step", "{enabled: true, max_step: 0.1, hysteresis: 0.2}", []string{"dns.feedback:", "hysteresis 0.2"}},
 		{"bounds while feedback is off", "{floor: 0.2, ceiling: 3}", []string{"dns.feedback.enabled", "is off while dns.feedback sets floor, ceiling"}},
+		{"a cap while feedback is off", "{max_ttl: 10s}", []string{"dns.feedback.enabled", "is off while dns.feedback sets max_ttl"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode("t.yaml", []byte(withFeedback(minimal, tc.feedback)))

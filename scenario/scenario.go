@@ -173,7 +173,8 @@ type Resolvers struct {
 // Feedback is load feedback as authdns runs it (its `feedback` config):
 // every Interval each origin's load (its handshakes in flight against its
 // adaptive limit and its shedding stage, as hubs and edges report them)
-// moves the factor of its DNS weight one step by authdns/answer's rule.
+// moves the factor of its DNS weight one step by authdns/answer's rule,
+// and the answers carry at most MaxTTL.
 // The bounds and their defaults are answer.FeedbackConfig's. The zero
 // value is off.
 type Feedback struct {
@@ -193,6 +194,11 @@ type Feedback struct {
 	// Timeout: an origin silent this long (down: it reports nothing) gets
 	// its configured weight back (default 5s).
 	Timeout time.Duration `yaml:"timeout"`
+	// MaxTTL caps the TTL of the answers of the policies feedback
+	// weights, as authdns's feedback.max_ttl does: the resolvers cache
+	// them for the shorter of the TTL and MaxTTL (default 30s,
+	// answer.DefaultFeedbackMaxTTL; whole seconds).
+	MaxTTL time.Duration `yaml:"max_ttl"`
 }
 
 // HealthCheck is the active health check behind the DNS health view.

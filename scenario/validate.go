@@ -76,6 +76,7 @@ func (s *Scenario) WithDefaults() {
 	orDefault(s, "dns.feedback.max_step", &fb.MaxStep, fd.MaxStep)
 	orDefault(s, "dns.feedback.hysteresis", &fb.Hysteresis, fd.Hysteresis)
 	orDefault(s, "dns.feedback.timeout", &fb.Timeout, fd.Timeout)
+	orDefault(s, "dns.feedback.max_ttl", &fb.MaxTTL, fd.MaxTTL)
 	orDefault(s, "dns.resolvers.window", &d.Resolvers.Window, answer.DefaultClassWindow)
 	orDefault(s, "dns.resolvers.big_share", &d.Resolvers.BigShare, answer.DefaultBigShare)
 	orDefault(s, "edge.pick", &s.Edge.Pick, "first")
@@ -413,7 +414,7 @@ func (d DNS) validate(bad func(string, string, ...any), groups int) {
 }
 
 // feedbackKeys are the keys of dns.feedback besides enabled.
-var feedbackKeys = []string{"interval", "floor", "ceiling", "max_step", "hysteresis", "timeout"}
+var feedbackKeys = []string{"interval", "floor", "ceiling", "max_step", "hysteresis", "timeout", "max_ttl"}
 
 // validateFeedback checks dns.feedback (s has its defaults): the bounds
 // as authdns/answer checks them, an explicit 0 that authdns would read as
@@ -433,14 +434,18 @@ func (s *Scenario) validateFeedback(bad func(string, string, ...any)) {
 	}{
 		{"floor", f.Floor == 0, d.Floor}, {"ceiling", f.Ceiling == 0, d.Ceiling}, {"max_step", f.MaxStep == 0, d.MaxStep},
 		{"hysteresis", f.Hysteresis == 0, d.Hysteresis}, {"timeout", f.Timeout == 0, d.Timeout},
+		{"max_ttl", f.MaxTTL == 0, d.MaxTTL},
 	} {
 		if z.zero {
 			zeros = true
 			bad("dns.feedback."+z.key, "0 is not usable: authdns's feedback reads 0 as its default (%v); give a positive value or remove the key", z.def)
 		}
 	}
+	if f.MaxTTL%time.Second != 0 {
+		bad("dns.feedback.max_ttl", "must be whole seconds, as authdns serves TTLs, got %v", f.MaxTTL)
+	}
 	if !zeros {
-		cfg := answer.FeedbackConfig{Floor: f.Floor, Ceiling: f.Ceiling, MaxStep: f.MaxStep, Hysteresis: f.Hysteresis, Timeout: f.Timeout}
+		cfg := answer.FeedbackConfig{Floor: f.Floor, Ceiling: f.Ceiling, MaxStep: f.MaxStep, Hysteresis: f.Hysteresis, Timeout: f.Timeout, MaxTTL: f.MaxTTL}
 		if err := cfg.Validate(); err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				bad("dns.feedback", "%s", strings.TrimPrefix(line, "answer: feedback "))

@@ -13,8 +13,9 @@ import (
 // carry, its factor moves one step by answer.FeedbackConfig.Next, and the
 // DNS set draws by the effective weights (Set.ApplyFeedback), as
 // authdns/feedback.go does with the reports it receives over NATS. The
-// resolvers keep their cached answers for the TTL: new weights reach an
-// edge host when its resolver next asks.
+// resolvers keep their cached answers for the TTL the answers carry
+// (answerTTL: dns.ttl capped at dns.feedback.max_ttl, as authdns serves
+// them): new weights reach an edge host when its resolver next asks.
 type loadFeedback struct {
 	cfg     answer.FeedbackConfig
 	every   int           // steps between ticks
@@ -32,7 +33,7 @@ func newFeedback(sc *scenario.Scenario, origins int) *loadFeedback {
 		return nil
 	}
 	fb := &loadFeedback{
-		cfg:     answer.FeedbackConfig{Floor: f.Floor, Ceiling: f.Ceiling, MaxStep: f.MaxStep, Hysteresis: f.Hysteresis, Timeout: f.Timeout},
+		cfg:     feedbackConfig(f),
 		every:   max(1, stepsOf(f.Interval, sc.Step)),
 		loads:   make([]answer.Load, origins),
 		factors: make([]float64, origins),
@@ -41,6 +42,23 @@ func newFeedback(sc *scenario.Scenario, origins int) *loadFeedback {
 		fb.factors[i] = 1 // an origin just added weighs as configured
 	}
 	return fb
+}
+
+// feedbackConfig is authdns's feedback bounds of dns.feedback f.
+func feedbackConfig(f scenario.Feedback) answer.FeedbackConfig {
+	return answer.FeedbackConfig{Floor: f.Floor, Ceiling: f.Ceiling, MaxStep: f.MaxStep, Hysteresis: f.Hysteresis, Timeout: f.Timeout, MaxTTL: f.MaxTTL}
+}
+
+// answerTTL is how long the resolvers cache an answer of policy p in sc:
+// dns.ttl, capped by answer.FeedbackConfig.AnswerTTL (dns.feedback.max_ttl)
+// when feedback is on and weights p, as authdns writes it into the
+// answers it serves. Without feedback it is dns.ttl: the run is the run
+// without feedback, draw for draw.
+func answerTTL(sc *scenario.Scenario, p *answer.Policy) time.Duration {
+	if !sc.DNS.Feedback.Enabled {
+		return sc.DNS.TTL
+	}
+	return feedbackConfig(sc.DNS.Feedback).AnswerTTL(p, sc.DNS.TTL)
 }
 
 // report is the load origin o reports at now, read from the state the

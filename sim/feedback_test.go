@@ -233,3 +233,45 @@ func TestFeedbackSilentOriginFallsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedbackCapsTheAnswerTTL: with load feedback on, the resolvers
+// hold a weighted answer for the TTL authdns serves it with, dns.ttl
+// capped at dns.feedback.max_ttl (answer.FeedbackConfig.AnswerTTL): with
+// a 60 s TTL each of the 32 resolvers asks every 30 s (the default cap)
+// or every 10 s (a cap of 10 s), twice or six times as often as without
+// feedback or with a cap above the TTL. The queries are counted by
+// authdns's resolver classes at a share no resolver reaches (the run is
+// the run without them).
+func TestFeedbackCapsTheAnswerTTL(t *testing.T) {
+	const resolvers, run = 32, 180 // the resolvers of fbSurge, its seconds
+	for _, tc := range []struct {
+		name     string
+		feedback bool
+		maxTTL   time.Duration // 0: the key left out
+		every    int           // seconds between a resolver's queries
+	}{
+		{"feedback off: the record's 60 s", false, 0, 60},
+		{"feedback on, max_ttl left out: 30 s", true, 0, 30},
+		{"feedback on, max_ttl 10 s", true, 10 * time.Second, 10},
+		{"feedback on, a cap above the TTL: 60 s", true, time.Hour, 60},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := fbSurge("weighted", "errors")
+			sc.DNS.TTL = time.Minute
+			sc.DNS.Resolvers = scenario.Resolvers{Enabled: true, Window: time.Minute, BigShare: 0.5}
+			sc.DNS.BigWeightedSubset = true // for a big resolver; none is
+			sc.DNS.Feedback.Enabled = tc.feedback
+			if tc.maxTTL != 0 {
+				sc.DNS.Feedback.MaxTTL = tc.maxTTL
+			}
+			if err := sc.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			r := mustNew(t, sc).Run(nil)
+			got := r.Summary.Resolvers.Queries[0] + r.Summary.Resolvers.Queries[1]
+			if want := int64(resolvers * run / tc.every); got != want {
+				t.Fatalf("%d queries in %d s, want %d: each of %d resolvers every %d s", got, run, want, resolvers, tc.every)
+			}
+		})
+	}
+}

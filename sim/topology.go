@@ -144,7 +144,7 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 	}
 	d.set = set
 	d.scratch = make([]int, 0, len(origins))
-	d.ttlSteps = max(1, stepsOf(sc.DNS.TTL, sc.Step))
+	d.ttlSteps = max(1, stepsOf(answerTTL(sc, pol), sc.Step))
 	tenants := 1
 	if d.perTenant {
 		tenants = sc.Population.Tenants
