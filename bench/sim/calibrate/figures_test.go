@@ -154,6 +154,25 @@ func TestMeasureRates(t *testing.T) {
 	}
 }
 
+// TestMeasureLatencyIsTheMedian: the idle pass's latency is the median
+// of its Welcomes (here 1 to 20 ms: 10 ms), not its fastest one.
+func TestMeasureLatencyIsTheMedian(t *testing.T) {
+	h := kraken.NewHistogram()
+	for i := 20; i >= 1; i-- {
+		h.Record(time.Duration(i) * time.Millisecond)
+	}
+	got, err := MeasureLatency(&kraken.Result{Latency: kraken.Latency{Welcome: h}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < 9900*time.Microsecond || got > 10100*time.Microsecond {
+		t.Errorf("latency %v, want the median of 1..20 ms, 10 ms", got)
+	}
+	if _, err := MeasureLatency(&kraken.Result{Latency: kraken.Latency{Welcome: kraken.NewHistogram()}}); err == nil {
+		t.Error("an idle pass without a Welcome: no error")
+	}
+}
+
 // TestApplyWritesTheInputs: the shipped file takes the measured inputs
 // on its origin lines, at the seed, and still decodes; a file with two
 // origin groups is refused.

@@ -98,13 +98,14 @@ func MeasureRates(herd *kraken.Result, window int) (map[string]float64, error) {
 }
 
 // MeasureLatency reads the handshake latency from idle, a kraken run of a
-// trickle of devices: the median of its Welcome latencies.
+// trickle of devices: the median of its Welcome latencies
+// (kraken.Histogram.Quantile takes a percentile: 50, not 0.5).
 func MeasureLatency(idle *kraken.Result) (time.Duration, error) {
 	h := idle.Latency.Welcome
 	if h == nil || h.Count() == 0 {
 		return 0, errors.New("calibrate: the idle result has no Welcome")
 	}
-	return h.Quantile(0.5), nil
+	return h.Quantile(50), nil
 }
 
 var (
