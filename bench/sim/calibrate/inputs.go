@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/kraken"
@@ -16,13 +17,10 @@ import (
 // Inputs are the sim's origin inputs measured from a real fleet by the
 // measuring pass (two kraken runs that are not the storms compared).
 type Inputs struct {
-	// Rates is each origin's admission rate under a herd, in new sessions
-	// per second, by node id: the largest rise of the sessions it held
-	// over any Window whole seconds after the herd pass's drop, over
-	// Window.
-	Rates map[string]float64
-	// Window is the span the rates were measured over.
-	Window time.Duration
+	// Steady is each origin's steady part after the herd pass's drop, by
+	// node id; its Rate is the origin's admission rate (steady.go says
+	// why that part).
+	Steady map[string]Steady
 	// HandshakeLatency is the median time from the start of an attempt
 	// (its TCP connect) to its Welcome over the idle pass: a trickle of
 	// devices that never find a queue.
@@ -38,63 +36,37 @@ type Inputs struct {
 // kind of origin. Spread is the largest relative distance of one origin's
 // rate from it.
 func (in Inputs) Rate() (mean, spread float64) {
-	if len(in.Rates) == 0 {
+	if len(in.Steady) == 0 {
 		return 0, 0
 	}
-	for _, r := range in.Rates {
-		mean += r
+	for _, s := range in.Steady {
+		mean += s.Rate()
 	}
-	mean /= float64(len(in.Rates))
-	for _, r := range in.Rates {
-		spread = max(spread, math.Abs(r-mean)/mean)
+	mean /= float64(len(in.Steady))
+	for _, s := range in.Steady {
+		spread = max(spread, math.Abs(s.Rate()-mean)/mean)
 	}
 	return mean, spread
 }
 
-// MeasureRates reads each origin's admission rate from herd, a kraken run
-// whose one storm drops a share of the sessions at once and whose
-// devices come back faster than the origins take them (a short backoff):
-// the largest rise of the sessions an origin held over any window whole
-// seconds after the drop (or from the drop itself to the end of its
-// window-th second), over that time. The herd must keep the origins busy
-// for longer than the window, or the rise measures the herd, not the
-// origins: an origin back to 99 % of its final sessions within the window
-// is refused.
-func MeasureRates(herd *kraken.Result, window int) (map[string]float64, error) {
-	if window < 1 {
-		return nil, errors.New("calibrate: the rate window must be at least a second")
+// Each is the origins' rates and steady parts in node-id order, as the
+// calibrated file and the inputs line print them: "hub-1 4932/s over
+// 0.31-2.98 s, ...".
+func (in Inputs) Each() string {
+	names := make([]string, 0, len(in.Steady))
+	for n := range in.Steady {
+		names = append(names, n)
 	}
-	if len(herd.Storms) != 1 || herd.Storms[0].Kind != "drop" {
-		return nil, errors.New("calibrate: the herd result has no single drop storm")
-	}
-	storm := herd.Storms[0]
-	from := int(storm.AtSeconds)
-	if len(herd.HeldByOrigin) == 0 {
-		return nil, errors.New("calibrate: the herd result holds no origin's series")
-	}
-	if from < 1 {
-		return nil, errors.New("calibrate: the herd's drop comes in its first second: no second before it")
-	}
-	rates := map[string]float64{}
-	for name, held := range herd.HeldByOrigin {
-		if len(held) < from+window {
-			return nil, fmt.Errorf("calibrate: the herd's series of %s ends %d s after the drop, within the %d s window: give the herd more devices", name, len(held)-from, window)
+	slices.Sort(names)
+	var b strings.Builder
+	for i, n := range names {
+		s := in.Steady[n]
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		final := held[len(held)-1]
-		// From the drop itself: what the origin held just after it (the
-		// share the drop left) to the end of the window's last second.
-		base := int64(math.Round(float64(held[from-1]) * (1 - storm.Share)))
-		end := from + window - 1
-		if held[end] >= final-final/100 {
-			return nil, fmt.Errorf("calibrate: %s held 99 %% of its final sessions within the %d s window after the drop: the herd ended before it measured the hub (give the herd more devices, or a shorter -window)", name, window)
-		}
-		best := float64(held[end]-base) / (float64(end+1) - storm.AtSeconds)
-		for k := from; k+window < len(held); k++ {
-			best = max(best, float64(held[k+window]-held[k])/float64(window))
-		}
-		rates[name] = best
+		fmt.Fprintf(&b, "%s %.0f/s over %.2f-%.2f s", n, s.Rate(), s.From.Seconds(), s.To.Seconds())
 	}
-	return rates, nil
+	return b.String()
 }
 
 // MeasureLatency reads the handshake latency from idle, a kraken run of a
@@ -135,18 +107,9 @@ func Apply(name string, src []byte, in Inputs, seed uint64) ([]byte, error) {
 	if in.HandshakeLatency <= 0 {
 		return nil, errors.New("calibrate: no measured handshake latency to write")
 	}
-	names := make([]string, 0, len(in.Rates))
-	for n := range in.Rates {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	var each string
-	for _, n := range names {
-		each += fmt.Sprintf(" %s %.0f/s", n, in.Rates[n])
-	}
 	out := src
 	for _, kv := range []struct{ key, value string }{
-		{"max_new_per_second", fmt.Sprintf("%.1f # measured: the mean over %d origins of the largest rise over %v after a herd (%s; spread %.1f %%)", rate, len(names), in.Window, each[1:], 100*spread)},
+		{"max_new_per_second", fmt.Sprintf("%.1f # measured: the mean over %d origins of each one's rate over the steady part of a herd, a tenth to nine tenths of what it took back, times after the drop (%s; spread %.1f %%)", rate, len(in.Steady), in.Each(), 100*spread)},
 		{"handshake_latency", fmt.Sprintf("%v # measured: the median Welcome latency of an idle trickle", in.HandshakeLatency.Round(10*time.Microsecond))},
 		{"backlog", strconv.FormatInt(in.Backlog, 10) + " # what the origins queue (0: unbounded), from what they are"},
 	} {

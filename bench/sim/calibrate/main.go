@@ -4,13 +4,14 @@
 // 15, "Calibration against real storms").
 //
 //	calibrate inputs -scenario scenarios/calibrate.yaml -herd herd.json -idle idle.json \
-//	    [-window 3] [-backlog 0] -seed 1 -out calibrated.yaml
+//	    [-backlog 0] -seed 1 -out calibrated.yaml
 //	calibrate compare -scenario calibrated.yaml -seeds 1,2,3 kraken-1.json kraken-2.json kraken-3.json
 //
 // inputs reads each origin's admission rate from the herd pass (a kraken
 // run whose drop is followed by a short backoff, so the devices come back
-// faster than the hubs take them: the largest rise of each hub's sessions
-// over -window seconds) and the handshake latency from the idle pass (a
+// faster than the hubs take them: each hub's rate over the steady part of
+// its return, from a tenth to nine tenths of the herd it took back, as
+// steady.go argues) and the handshake latency from the idle pass (a
 // trickle of devices: the median Welcome latency), and writes them into
 // the scenario's origin fields at -seed (the file's comments kept). The
 // backlog is not measured: it says what the origins are (-backlog 0: a
@@ -32,10 +33,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/corralhq/corral/kraken"
 	"github.com/corralhq/corral/scenario"
@@ -84,7 +83,6 @@ func inputsCmd(args []string, out io.Writer) error {
 	path := fs.String("scenario", "scenarios/calibrate.yaml", "the scenario file to calibrate")
 	herdPath := fs.String("herd", "", "the herd pass's kraken result (JSON)")
 	idlePath := fs.String("idle", "", "the idle pass's kraken result (JSON)")
-	window := fs.Int("window", 3, "the seconds over which a hub's largest rise is its rate")
 	backlog := fs.Int64("backlog", 0, "what the origins queue (0: unbounded, a hub without admission)")
 	seed := fs.Uint64("seed", 1, "the seed written into the file")
 	dst := fs.String("out", "", "the calibrated file to write")
@@ -102,7 +100,7 @@ func inputsCmd(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	in, err := Measure(herd, idle, *window)
+	in, err := Measure(herd, idle)
 	if err != nil {
 		return err
 	}
@@ -119,19 +117,15 @@ func inputsCmd(args []string, out io.Writer) error {
 		return fmt.Errorf("calibrate: %w", err)
 	}
 	rate, spread := in.Rate()
-	fmt.Fprintf(out, "inputs: %.1f new sessions/s per hub (spread %.1f %%:", rate, 100*spread)
-	for _, n := range sortedKeys(in.Rates) {
-		fmt.Fprintf(out, " %s %.0f", n, in.Rates[n])
-	}
-	fmt.Fprintf(out, "), handshake latency %v (median of %d Welcomes), backlog %d -> %s\n",
-		in.HandshakeLatency, idle.Latency.Welcome.Count(), in.Backlog, *dst)
+	fmt.Fprintf(out, "inputs: %.1f new sessions/s per hub (spread %.1f %%: %s after the drop), handshake latency %v (median of %d Welcomes), backlog %d -> %s\n",
+		rate, 100*spread, in.Each(), in.HandshakeLatency, idle.Latency.Welcome.Count(), in.Backlog, *dst)
 	return nil
 }
 
 // Measure is the measuring pass: the rates from herd, the latency from
 // idle.
-func Measure(herd, idle *kraken.Result, window int) (Inputs, error) {
-	rates, err := MeasureRates(herd, window)
+func Measure(herd, idle *kraken.Result) (Inputs, error) {
+	steady, err := MeasureRates(herd)
 	if err != nil {
 		return Inputs{}, err
 	}
@@ -139,7 +133,7 @@ func Measure(herd, idle *kraken.Result, window int) (Inputs, error) {
 	if err != nil {
 		return Inputs{}, err
 	}
-	return Inputs{Rates: rates, Window: time.Duration(window) * time.Second, HandshakeLatency: lat}, nil
+	return Inputs{Steady: steady, HandshakeLatency: lat}, nil
 }
 
 func compareCmd(args []string, out io.Writer) error {
@@ -229,13 +223,4 @@ func Calibrate(ctx context.Context, sc *scenario.Scenario, seeds []uint64, ks []
 	}
 	km, sm := Mean(kf), Mean(sf)
 	return Compare(km, sm), Unexplained(km, sm), nil
-}
-
-func sortedKeys(m map[string]float64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
