@@ -291,9 +291,10 @@ type Origin struct {
 type Overload struct {
 	// Mode is "errors" (no admission control: handshakes queue up to the
 	// backlog and fail once they are late) or "adaptive" (the limit
-	// package's controller bounds the handshakes in flight and its staged
-	// shedder rejects the lowest priorities first, with a retry-after
-	// hint). Default "errors".
+	// package's controller bounds the handshakes in flight, P0 first, and
+	// its staged shedder, with LatencyStages, rejects the lowest
+	// priorities first; every refusal carries a retry-after hint).
+	// Default "errors".
 	Mode string `yaml:"mode"`
 	// Algorithm is the limit algorithm of adaptive mode: "gradient",
 	// "vegas", "aimd" or "fixed". Default "gradient".
@@ -304,8 +305,19 @@ type Overload struct {
 	RetryAfter time.Duration `yaml:"retry_after"`
 	// Target is the handshake latency above which the staged shedder
 	// counts an origin as overloaded (an operator's objective, not an
-	// outcome). Default 250ms.
+	// outcome; read with LatencyStages, and as the AIMD algorithm's
+	// timeout). Default 250ms.
 	Target time.Duration `yaml:"target"`
+	// LatencyStages feeds the handshake latency to the staged shedder,
+	// so that latency above Target raises its stage (rejecting P2, then
+	// severing it, then P1, ...). Default false, as corral's servers
+	// ship: the hub's overload.latency_stages and the edge's
+	// admission.latency_stages are off by default (hub/config.go,
+	// edge/config.go), their stages moving on heap and file descriptors
+	// only, since a session refused at its Hello has already cost the
+	// set-up it would save; sim models neither, so without it the stage
+	// stays normal and the limit on handshakes in flight alone admits.
+	LatencyStages bool `yaml:"latency_stages"`
 }
 
 // Client is what every device does.

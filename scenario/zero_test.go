@@ -216,8 +216,8 @@ func TestAbsentKeysTakeDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fmt.Sprint(s.Geography.ZipfExponent, s.DNS.TTL, s.Origins[0].Weight, s.Client.CatchupRequests, s.Origins[0].HandshakeLatency, s.Overload.RetryAfter)
-	if want := "1 1m0s 1 1 50ms 5s"; got != want {
+	got := fmt.Sprint(s.Geography.ZipfExponent, s.DNS.TTL, s.Origins[0].Weight, s.Client.CatchupRequests, s.Origins[0].HandshakeLatency, s.Overload.RetryAfter, s.Overload.LatencyStages)
+	if want := "1 1m0s 1 1 50ms 5s false"; got != want {
 		t.Fatalf("defaults %s, want %s", got, want)
 	}
 }

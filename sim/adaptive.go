@@ -11,22 +11,25 @@ import (
 
 // adaptive is adaptive admission built from the limit package: a Limit on
 // the handshakes in flight, fed one aggregated sample per step, and a
-// staged priority Shedder, told the step's handshake latency.
+// staged priority Shedder, told the step's handshake latency with
+// overload.latency_stages (as the hub and the edge tell theirs only with
+// their latency_stages).
 type adaptive struct {
-	lim  limit.Limit
-	shed *limit.Shedder
-	mu   float64 // handshakes the origin completes per step
-	hold float64 // steps a handshake holds its slot at the least (idle latency)
+	lim     limit.Limit
+	shed    *limit.Shedder
+	latency bool    // overload.latency_stages: the Shedder's stages move on latency
+	mu      float64 // handshakes the origin completes per step
+	hold    float64 // steps a handshake holds its slot at the least (idle latency)
 }
 
 var _ admitter = (*adaptive)(nil)
 
-// newAdaptive builds the admission of origin number idx. The limit starts
-// at the origin's idle concurrency (handshakes per second times the idle
-// handshake latency) and may grow to what it can finish within the
-// client's connect timeout; the shedder's latency target is the scenario's
-// overload target.
-func newAdaptive(sc *scenario.Scenario, o *origin, idx int) (*adaptive, error) {
+// newAdaptive builds the admission of origin number idx, on the run's
+// clock. The limit starts at the origin's idle concurrency (handshakes per
+// second times the idle handshake latency) and may grow to what it can
+// finish within the client's connect timeout; the shedder's latency
+// target is the scenario's overload target.
+func newAdaptive(sc *scenario.Scenario, o *origin, idx int, clock limit.Clock) (*adaptive, error) {
 	idle := max(1, int(o.muSec*o.hl.Seconds()))
 	ceiling := int(math.Min(1<<30, math.Max(float64(idle)*4, o.muSec*sc.Client.ConnectTimeout.Seconds())))
 	common := limit.Common{
@@ -55,6 +58,9 @@ func newAdaptive(sc *scenario.Scenario, o *origin, idx int) (*adaptive, error) {
 		return nil, fmt.Errorf("sim: origin %s: %w", o.name, err)
 	}
 	shed, err := limit.NewShedder(limit.ShedderConfig{
+		// The Shedder counts its evaluations from its Clock's now at
+		// construction: the run's epoch, where sim's times start.
+		Clock:        clock,
 		Target:       sc.Overload.Target,
 		EvalInterval: sc.Step,
 		MinSamples:   1,
@@ -65,7 +71,7 @@ func newAdaptive(sc *scenario.Scenario, o *origin, idx int) (*adaptive, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: origin %s: %w", o.name, err)
 	}
-	return &adaptive{lim: lim, shed: shed, mu: o.mu, hold: o.hl.Seconds() / sc.Step.Seconds()}, nil
+	return &adaptive{lim: lim, shed: shed, latency: sc.Overload.LatencyStages, mu: o.mu, hold: o.hl.Seconds() / sc.Step.Seconds()}, nil
 }
 
 func prio(p int) limit.Priority { return limit.Priority(min(p, int(limit.P2))) }
@@ -137,7 +143,9 @@ func (a *adaptive) observe(now time.Time, latency time.Duration, inflight float6
 	if dropped {
 		_, _ = a.lim.Update(limit.Sample{Start: now, InFlight: in, Dropped: true})
 	}
-	a.shed.Observe(latency)
+	if a.latency {
+		a.shed.Observe(latency)
+	}
 }
 
 func (a *adaptive) limit() int { return a.lim.Limit() }
@@ -148,7 +156,7 @@ func (a *adaptive) stage() int { return int(a.shed.Stage()) }
 // origin i, and the shedder's quota of severed sessions. It returns the
 // admitted attempts and how many devices they hold.
 func (s *Sim) adaptiveAdmit(t, i int, o *origin, arr []cohort, st *Step) ([]cohort, int64) {
-	now := s.epoch.Add(time.Duration(t) * s.dt)
+	now := s.at(t)
 	byPrio := make([]int64, s.nP)
 	for _, c := range arr {
 		byPrio[s.prioOf(int(c.flow))] += c.n
@@ -213,10 +221,29 @@ func (s *Sim) sever(i, p int, n int64, hints []limit.Retry, st *Step) {
 // observe feeds origin o's adaptive admission with the step's handshake
 // latency.
 func (s *Sim) observe(t int, o *origin, latency time.Duration, dropped bool) {
-	now := s.epoch.Add(time.Duration(t) * s.dt)
+	now := s.at(t)
 	var fresh int64
 	for _, n := range o.fresh {
 		fresh += n
 	}
 	o.adm.observe(now, latency, o.work, fresh, dropped)
 }
+
+// at returns the event time of step t, the time sim passes to the limit
+// package's *At methods: the epoch plus t steps.
+func (s *Sim) at(t int) time.Time { return s.epoch.Add(time.Duration(t) * s.dt) }
+
+// runClock is the limit.Clock of one run: its event time now, the step
+// in progress (Sim.now). Every limit object sim builds reads it, so none
+// reads the wall clock: a Shedder takes its Clock's now at construction
+// as the base it counts its evaluations from, and the run's objects are
+// built before its first step, at the epoch. (Built without one, a
+// Shedder counted from the wall clock's now, and sim's epoch,
+// 2026-01-01, is before it: it never evaluated at sim's times and its
+// stage never left normal, issue 15.) The methods sim calls all carry
+// sim's time (AdmitNAt, RejectedWindow, RetryWindowAt, SeverQuotaAt,
+// Limit.Update's Sample.Start); one without would read this clock.
+type runClock struct{ s *Sim }
+
+// Now returns the start of the run's current step.
+func (c runClock) Now() time.Time { return c.s.at(c.s.now) }

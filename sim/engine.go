@@ -225,7 +225,7 @@ func (s *Sim) buildOrigins() error {
 				// pooled connections a stream costs a set-up and a share
 				// 1/streams_per_connection of a handshake.
 				o.setRate(1/s.spc, s.dts)
-				adm, err := newAdaptive(sc, o, len(s.origins))
+				adm, err := newAdaptive(sc, o, len(s.origins), runClock{s})
 				if err != nil {
 					return err
 				}

@@ -87,9 +87,9 @@ func factorAt(r *Result, o int, sec float64) float64 {
 }
 
 // TestFeedbackLowersAnOverloadedOrigin: with feedback on, the origin the
-// surge overloads (its handshakes in flight at its adaptive limit, its
-// shedder past normal) falls below half its configured weight within a
-// bounded number of intervals, the others keep theirs, it takes fewer of
+// surge overloads (its handshakes in flight at its adaptive limit) falls
+// below half its configured weight within a bounded number of
+// intervals, the others keep theirs, it takes fewer of
 // the surge's set-ups than without feedback and fewer attempts fail; once
 // the surge is over its weight comes back.
 func TestFeedbackLowersAnOverloadedOrigin(t *testing.T) {

@@ -116,21 +116,19 @@ func TestSpreadByHint(t *testing.T) {
 	}
 }
 
-// TestShedAndSeverCarryTheWindow: at a stage that rejects and severs,
-// adaptive admission hands the devices it turns away and those it severs
+// TestShedAndSeverCarryTheWindow: at a stage that rejects and severs
+// (reached on latency, with overload.latency_stages), adaptive admission
+// hands the devices it turns away and those it severs
 // the shedder's window whole, as the edge and the hub send it (a refused
 // Hello's Decision.Retry, a severed session's RetryWindowAt): one window
 // per priority, not points drawn from it.
 func TestShedAndSeverCarryTheWindow(t *testing.T) {
 	sc := storm("full", 100_000)
-	sc.Overload.Mode = "adaptive"
+	sc.Overload.Mode, sc.Overload.LatencyStages = "adaptive", true
 	s := mustNew(t, sc)
 	a := s.origins[0].adm.(*adaptive)
-	// The Shedder is built without a Clock: it counts from the wall
-	// clock's now at its construction and evaluates no earlier (sim's
-	// epoch, 2026-01-01, is before it: in a run its stage never leaves
-	// normal). Drive it from an hour past that.
-	now := time.Now().Add(time.Hour)
+	// Driven at sim's times, from the run's epoch, as a run drives it.
+	now := s.at(0)
 	for range 60 {
 		if a.shed.Stage() >= limit.StageSeverP1 {
 			break

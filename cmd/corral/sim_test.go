@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/edge"
+	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/scenario"
 )
 
 const smallScenario = `name: small
@@ -201,5 +205,21 @@ func TestSimDraws(t *testing.T) {
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	if err != nil || !strings.Contains(string(html), "Over the draws") || !strings.Contains(string(html), "(median draw, seed ") {
 		t.Errorf("report lacks the draws: %v", err)
+	}
+}
+
+// TestSimLatencyStagesFollowTheServers: a scenario that leaves out
+// overload.latency_stages runs sim's Shedders as corral hub and corral
+// edge run theirs by default (hub's overload.latency_stages, edge's
+// admission.latency_stages): on heap and descriptors, not on handshake
+// latency.
+func TestSimLatencyStagesFollowTheServers(t *testing.T) {
+	sc, err := scenario.Decode("s.yaml", []byte(smallScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, e := hub.DefaultConfig().Overload.LatencyStages, edge.DefaultConfig().Admission.LatencyStages
+	if got := sc.Overload.LatencyStages; got != h || got != e {
+		t.Fatalf("scenario overload.latency_stages defaults to %v; the hub's overload.latency_stages to %v, the edge's admission.latency_stages to %v", got, h, e)
 	}
 }
