@@ -2,7 +2,7 @@
 # bench/sim/calibrate.sh: the simulator calibrated against a real storm
 # (issue 15, "Calibration against real storms").
 #
-#   bash bench/sim/calibrate.sh [-n 50000] [-hubs 3] [-seeds "1 2 3"] [-somaxconn N]
+#   bash bench/sim/calibrate.sh [-n 50000] [-hubs 3] [-seeds "1 2 3"] [-somaxconn N] [-every 100ms]
 #                               [-scenario scenarios/calibrate.yaml] [-net 127.0.1] [-agents 0] [-dns]
 #
 # -hubs `corral hub` processes (no admission control: overload off; memory
@@ -46,28 +46,43 @@
 #        default {policy: full, base: 300ms, cap: 1s}: the first attempts
 #        within 300 ms, faster than the hubs take them): each hub's
 #        admission rate is its rate over the steady part of its return,
-#        from the moment the sessions it holds pass a tenth of the herd it
-#        takes back to the moment they pass nine tenths (the eight tenths
-#        over that time; times interpolated within kraken's per-second
-#        series): neither the ramp (the drop's teardown, the first dials)
-#        nor the tail (the last dials, stragglers), and no window length
-#        to choose (bench/sim/calibrate/steady.go says why; the largest rise
-#        over a -window of seconds, until session 7, read 4,900/s per hub
-#        with 3 s and 2,300-2,500/s with 5 s at 50,000 devices). A hub
-#        whose steady part is shorter than 2 s is refused (the per-second
-#        series cannot time it): at N = 50,000 and about 5,000 per second
-#        per hub it lasts about 2.7 s. When the herd overflowed the listen
-#        queues (the kernel line after it), the steady part holds the
-#        stalls above: the rate is then the fleet's through its listen
-#        queues, not the hubs' while busy. The rate depends on how densely
-#        the herd comes (session 6, at 6,000 devices, load 4: 1,063 per hub
-#        and second with 100 ms, 1,664 with 300 ms): run the full size with
+#        from the moment the sessions it has set up since the drop pass a
+#        tenth of the herd it takes back to the moment they pass nine
+#        tenths (the eight tenths over that time). The count is the hub's
+#        own: its Welcomes (the count of corral_hub_handshake_duration_
+#        seconds on its admin port's /metrics: one per session it admitted),
+#        read with its open sessions (corral_hub_sessions, whose fall
+#        places the drop on the hub's clock) by `calibrate sample` every
+#        -every (default 100ms) while the herd runs, times interpolated
+#        between readings. Not kraken's per-origin held series (the
+#        measure until 2026-12-02): kraken counts a dropped session until
+#        it has handled its close, so after a drop of 50,000 the series
+#        mixes kraken's teardown with the return (the full run of 14:59
+#        UTC that day read from it hub-1 and hub-3 taking nothing for 8 s
+#        and then 5,575 and 5,877/s, hub-2 1,282/s); the pass prints it as
+#        a cross-check line (the sessions it says each hub took back, which
+#        should be the hub's own count, and its lagging times). Neither
+#        the ramp (the drop's teardown, the first dials) nor the tail (the
+#        last dials, stragglers), and no window length to choose
+#        (bench/sim/calibrate/steady.go says why; the largest rise over a
+#        -window of seconds, until session 7, read 4,900/s per hub with
+#        3 s and 2,300-2,500/s with 5 s at 50,000 devices). A hub whose
+#        steady part is shorter than five times the two reading intervals
+#        around its ends (1 s at 100 ms: the interpolation may misplace
+#        each end by up to its interval) is refused. When the herd
+#        overflowed the listen queues (the kernel line after it), the
+#        steady part holds the stalls above: the rate is then the fleet's
+#        through its listen queues, not the hubs' while busy. The rate
+#        depends on how densely the herd comes (session 6, at 6,000
+#        devices, load 4: 1,063 per hub and second with 100 ms, 1,664 with
+#        300 ms): run the full size with
 #        HERD="{policy: full, base: 100ms, cap: 300ms}" too.
 #      The backlog is not measured: a hub without admission queues every
 #      handshake it accepted and refuses none (backlog 0, unbounded).
 #   2. `calibrate inputs` writes the mean rate, the latency and the backlog
 #      into the scenario's origin fields (the lines say where each comes
-#      from, each hub's rate and steady part), one file per seed
+#      from, each hub's rate and steady part; kraken's held series' reading
+#      is printed beside them, not written), one file per seed
 #      (calibrated-SEED.yaml, kept in the work folder with KEEP=1).
 #   3. The storm of the scenario (every session dropped at once at 5 s,
 #      full jitter 1 s .. 30 s, connect timeout 30 s) runs in `corral
@@ -89,11 +104,13 @@
 # 1 GiB of memory at N = 50,000. N / hubs and N / agents must stay below
 # the file limit (20,000). Timing figures are meaningless on a loaded
 # machine: run it on a quiet one. A herd of 10,000 devices over 3 hubs
-# comes back within about a second on this machine, and the pass refuses
-# it (a steady part under 2 s), as it should. A check at small scale that
-# runs every step (on other addresses, one hub, a listen queue of 1,000 so
-# the herd stalls and lasts longer than 2 s):
-#   bash bench/sim/calibrate.sh -n 10000 -hubs 1 -seeds "1 2" -net 127.0.9 -agents 2 -somaxconn 1000
+# has a steady part of about 0.7 to 1.1 s per hub on this machine, which
+# the default readings (100 ms) refuse as too short to time; a check at
+# small scale that runs every step, on other addresses, reads the hubs
+# every 50 ms instead:
+#   bash bench/sim/calibrate.sh -n 10000 -hubs 3 -seeds "1 2" -net 127.0.9 -agents 2 -every 50ms
+# (or one hub with a listen queue of 1,000, so the herd stalls:
+#   bash bench/sim/calibrate.sh -n 10000 -hubs 1 -seeds "1 2" -net 127.0.9 -agents 2 -somaxconn 1000)
 set -euo pipefail
 self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 args=("$@")
@@ -107,6 +124,7 @@ SCENARIO=scenarios/calibrate.yaml
 NET=127.0.1
 AGENTS=0
 DNS=0
+EVERY=100ms
 HERD=${HERD:-"{policy: full, base: 300ms, cap: 1s}"}
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -118,6 +136,7 @@ while [ $# -gt 0 ]; do
 	-net) NET=$2; shift 2 ;;
 	-agents) AGENTS=$2; shift 2 ;;
 	-dns) DNS=1; shift ;;
+	-every) EVERY=$2; shift 2 ;;
 	*) echo "unknown flag $1" >&2; exit 2 ;;
 	esac
 done
@@ -189,16 +208,29 @@ targets() {
 	local i
 	for i in $(seq "$HUBS"); do printf -- '--target ws://%s.%d:7400/v1/ws ' "$NET" "$i"; done
 }
-# kraken FILE OUT LABEL: one kraken run on fresh hubs, then the kernel's
-# listen overflows and SYN retransmissions over it.
+# kraken FILE OUT LABEL [READINGS]: one kraken run on fresh hubs, then the
+# kernel's listen overflows and SYN retransmissions over it. With
+# READINGS, `calibrate sample` reads every hub's metrics page every
+# EVERY (-every) from before kraken starts until it ends, into READINGS.
 kraken() {
 	start_hubs
-	local o0 s0
+	local o0 s0 sampler="" i
+	if [ -n "${4:-}" ]; then
+		local pages=()
+		for i in $(seq "$HUBS"); do pages+=("hub-$i=http://$NET.$i:7409/metrics"); done
+		"$work/calibrate" sample -every "$EVERY" -out "$4" "${pages[@]}" >"$4.log" 2>&1 &
+		sampler=$!
+	fi
 	o0=$(tcpext ListenOverflows) s0=$(tcpext TCPSynRetrans)
 	# shellcheck disable=SC2046
 	"$work/corral" kraken run "$1" $(targets) --agents "$AGENTS" --secret-env CALIBRATE_SECRET --out "$2" 2>"$2.log" ||
 		{ cat "$2.log" >&2; stop_hubs; exit 1; }
 	echo "$3 (kraken's warm-up included): kernel $(($(tcpext ListenOverflows) - o0)) listen overflows, $(($(tcpext TCPSynRetrans) - s0)) SYN retransmissions ($netns)"
+	if [ -n "$sampler" ]; then
+		kill -TERM "$sampler" 2>/dev/null || true
+		wait "$sampler" || { cat "$4.log" >&2; stop_hubs; exit 1; }
+		echo "$3: $(cat "$4.log")"
+	fi
 	stop_hubs
 }
 netns="the machine's network namespace"
@@ -230,7 +262,7 @@ traffic:
   disconnects: [{at: 2s, share: 1}]
 stop: {on_recovery: true}
 YAML
-kraken "$work/herd.yaml" "$work/herd.json" herd
+kraken "$work/herd.yaml" "$work/herd.json" herd "$work/opens.json"
 # A second reading of the rate, not written into the file: the herd run's
 # warm-up (every device connecting at once through kraken's dialers), as
 # the coordinator times it when the run is split over agents (as
@@ -245,7 +277,7 @@ sed -E "s/^(  devices:).*/\1 $N/; s/^(  initial:).*/\1 $N/; s/^(    count:).*/\1
 files=()
 seeds=""
 for s in $SEEDS; do
-	"$work/calibrate" inputs -scenario "$work/base.yaml" -herd "$work/herd.json" -idle "$work/idle.json" \
+	"$work/calibrate" inputs -scenario "$work/base.yaml" -herd "$work/herd.json" -opens "$work/opens.json" -idle "$work/idle.json" \
 		-backlog 0 -seed "$s" -out "$work/calibrated-$s.yaml"
 	kraken "$work/calibrated-$s.yaml" "$work/kraken-$s.json" "seed $s storm"
 	jq -e '.storms[0].dropped > 0' "$work/kraken-$s.json" >/dev/null || { echo "seed $s: no drop in the result" >&2; exit 1; }

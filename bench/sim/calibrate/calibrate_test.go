@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/corralhq/corral/hub"
 	"github.com/corralhq/corral/hub/auth"
@@ -150,17 +152,21 @@ traffic:
 
 // TestCalibrationSmall is bench/sim/calibrate.sh at a small scale, in
 // process: 3 hubs behind stand-ins that admit 40 new sessions per second
-// each; the measuring pass measures their rates and the handshake
-// latency with kraken, writes them into scenarios/calibrate.yaml (900
+// each; the measuring pass reads their rates from their own counts of
+// Welcomes during a kraken herd and the handshake latency with kraken,
+// writes them into scenarios/calibrate.yaml (900
 // devices, a shorter backoff), and the same storm runs in kraken and in
 // the sim at two seeds. What does not depend on the machine's speed is
 // asserted: each hub's share of the sessions within the 10 % target (or
 // four standard errors of a random pick, below), the
-// attempts per device within 25 % (below), each hub's rate measured over
-// the steady part of its return (MeasureRates: at 40/s its 300 sessions
-// take about 7 s, so the part is longer than MinSteady) and no higher than
-// the stand-ins' admit, and every failure kraken saw one the sim models
-// (all refusals). The peak error rate and the time to 99 % back
+// attempts per device within 25 % (below), each hub's rate measured from
+// its own count of Welcomes read every 100 ms over the steady part of its
+// return (MeasureRates: at 40/s its 300 sessions take about 7 s, far
+// longer than the 1 s its readings need), no higher than the stand-ins'
+// admit, the sessions it took back those kraken's held series counts
+// (within 2 %: a Welcome whose attempt kraken gave up is the hub's, not
+// kraken's), and
+// every failure kraken saw one the sim models (all refusals). The peak error rate and the time to 99 % back
 // are logged, not asserted.
 func TestCalibrationSmall(t *testing.T) {
 	if testing.Short() {
@@ -168,24 +174,43 @@ func TestCalibrationSmall(t *testing.T) {
 	}
 	const devices, rate = 900, 40.0
 	var targets []string
+	sampler := Sampler{Every: 100 * time.Millisecond, Sources: map[string]Source{}}
 	for i := range 3 {
-		u, _ := startHub(t, fmt.Sprintf("hub-%d", i+1), rate)
+		name := fmt.Sprintf("hub-%d", i+1)
+		u, reg := startHub(t, name, rate)
 		targets = append(targets, u)
+		sampler.Sources[name] = GathererSource{reg}
 	}
 	n := fmt.Sprint(devices)
+	// The hubs' own counts read every 100 ms during the herd, as the
+	// script's `calibrate sample` does over their metrics pages.
+	ctx, stop := context.WithCancel(context.Background())
+	opensc := make(chan *Samples, 1)
+	go func() {
+		o, err := sampler.Run(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		opensc <- o
+	}()
 	herd := runKraken(t, decode(t, "herd.yaml", strings.ReplaceAll(herdPass, "DEVICES", n)), targets)
+	stop()
+	opens := <-opensc
 	idle := runKraken(t, decode(t, "idle.yaml", idlePass), targets)
-	in, err := Measure(herd, idle)
+	in, err := Measure(herd, opens, idle)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mean, spread := in.Rate()
-	t.Logf("measured: %.1f new sessions/s per hub (%s after the drop, spread %.1f %%), handshake latency %v", mean, in.Each(), 100*spread, in.HandshakeLatency)
-	// The measured rate is what the fleet took over each hub's steady
-	// part (the stand-ins' rate at most; less when the machine cannot
-	// bring the herd's attempts to them fast enough): the input, whatever
-	// it is. The part is each hub's own: a tenth to nine tenths of the
-	// sessions it took back (about 300), timed after the drop.
+	t.Logf("measured: %.1f new sessions/s per hub (%s after the drop, spread %.1f %%), handshake latency %v; kraken's held series: %s",
+		mean, in.Each(), 100*spread, in.HandshakeLatency, in.CrossCheck())
+	// The measured rate is what each hub set up over its steady part
+	// (the stand-ins' rate at most: they count a Welcome only for what
+	// they admit; less when the machine cannot bring the herd's attempts
+	// to them fast enough): the input, whatever it is. The part is each
+	// hub's own: a tenth to nine tenths of the sessions it set up after
+	// the drop (about 300), timed after it, and kraken's held series
+	// agrees on how many came back to each hub.
 	for name, s := range in.Steady {
 		if r := s.Rate(); r <= 0 || r > 1.1*rate {
 			t.Errorf("%s measured at %.1f/s, the stand-in admits at most %.0f/s", name, r, rate)
@@ -193,8 +218,11 @@ func TestCalibrationSmall(t *testing.T) {
 		if s.Took < devices/6 || s.Took > devices/2 {
 			t.Errorf("%s took back %d of %d devices over 3 hubs", name, s.Took, devices)
 		}
-		if s.From <= 0 || s.To-s.From < MinSteady {
-			t.Errorf("%s: steady part %v to %v after the drop, want one of %v or more after it", name, s.From, s.To, MinSteady)
+		if s.From <= 0 || float64(s.To-s.From) < float64(2*sampler.Every)/MaxEnds {
+			t.Errorf("%s: steady part %v to %v after the drop, want one of %v or more after it", name, s.From, s.To, time.Duration(float64(2*sampler.Every)/MaxEnds))
+		}
+		if h, ok := in.Held[name]; !ok || math.Abs(float64(h.Took-s.Took)) > float64(s.Took)/50 {
+			t.Errorf("%s: the hub set up %d sessions after the drop, kraken's held series says %+v (want the same within 2 %%)", name, s.Took, h)
 		}
 	}
 	// The stand-ins queue nothing: the sim's nearest origin is one whose
@@ -263,5 +291,66 @@ func TestCalibrationSmall(t *testing.T) {
 	}
 	for _, u := range unexplained {
 		t.Errorf("unexplained: %s", u)
+	}
+}
+
+// TestSourcesReadTheHubsWelcomes: a hub behind a stand-in admitting 2
+// sessions a second with a bucket of one, against 8 devices arriving at
+// once and retrying within 1 s for 3 s (at most 7 admitted, 6 in the run
+// written), reads through its registry and through its metrics page the
+// Welcomes kraken saw: the admission, not the connections it accepted
+// (sessions_opened_total, 35 there, counts every refused attempt too). A
+// registry that is no hub's is refused.
+func TestSourcesReadTheHubsWelcomes(t *testing.T) {
+	u, reg := startHub(t, "hub-1", 2)
+	res := runKraken(t, decode(t, "few.yaml", `
+name: few
+duration: 3s
+population: {devices: 8, initial: 0, protocol: websocket}
+dns: {policy: multivalue}
+origins: [{name: hub, count: 1, headroom: 2, max_new_per_second: 1}]
+client:
+  backoff: {policy: full, base: 1s, cap: 1s}
+traffic:
+  arrivals: [{at: 0s, devices: 8}]
+`), []string{u})
+	var welcomed int64
+	for _, c := range res.Welcomes {
+		for _, n := range c {
+			welcomed += n
+		}
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	for _, src := range []struct {
+		name string
+		src  Source
+	}{{"registry", GathererSource{reg}}, {"metrics page", HTTPSource{URL: srv.URL}}} {
+		w, _, err := src.src.Read(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", src.name, err)
+		}
+		if w != welcomed || w == 0 || w >= 8 {
+			t.Errorf("%s: %d Welcomes, kraken saw %d of 8 devices welcomed (want the same, some refused)", src.name, w, welcomed)
+		}
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened float64
+	for _, f := range fams {
+		if f.GetName() == "corral_hub_sessions_opened_total" {
+			for _, m := range f.GetMetric() {
+				opened += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if opened <= float64(welcomed) {
+		t.Errorf("the hub opened %v connections for %d Welcomes: want more (the refused ones)", opened, welcomed)
+	}
+	t.Logf("%d Welcomes, %v connections opened", welcomed, opened)
+	if _, _, err := (GathererSource{prometheus.NewRegistry()}).Read(context.Background()); err == nil || !strings.Contains(err.Error(), "not a corral hub's metrics") {
+		t.Errorf("an empty registry: %v, want a refusal", err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -15,12 +16,20 @@ import (
 )
 
 // Inputs are the sim's origin inputs measured from a real fleet by the
-// measuring pass (two kraken runs that are not the storms compared).
+// measuring pass (two kraken runs that are not the storms compared, and
+// the hubs' own counts read during the herd).
 type Inputs struct {
 	// Steady is each origin's steady part after the herd pass's drop, by
-	// node id; its Rate is the origin's admission rate (steady.go says
-	// why that part).
+	// node id, from the hub's own count of the sessions it set up; its
+	// Rate is the origin's admission rate (steady.go says why that part
+	// and that count).
 	Steady map[string]Steady
+	// Every is the interval of the hubs' readings Steady was read from.
+	Every time.Duration
+	// Held is the same herd read from kraken's per-origin held series, a
+	// cross-check printed beside the inputs and written nowhere (it lags
+	// the hubs by kraken's teardown of the dropped sessions).
+	Held map[string]Steady
 	// HandshakeLatency is the median time from the start of an attempt
 	// (its TCP connect) to its Welcome over the idle pass: a trickle of
 	// devices that never find a queue.
@@ -50,21 +59,36 @@ func (in Inputs) Rate() (mean, spread float64) {
 }
 
 // Each is the origins' rates and steady parts in node-id order, as the
-// calibrated file and the inputs line print them: "hub-1 4932/s over
-// 0.31-2.98 s, ...".
-func (in Inputs) Each() string {
-	names := make([]string, 0, len(in.Steady))
-	for n := range in.Steady {
-		names = append(names, n)
+// calibrated file and the inputs line print them: "hub-1 2480/s over
+// 0.31-5.68 s, ...".
+func (in Inputs) Each() string { return each(in.Steady, nil) }
+
+// CrossCheck is kraken's held series' reading of the same herd, origin by
+// origin, beside the hubs' own count of what each took back: "hub-1 took
+// 16650 back (its own count 16652), 5575/s over 8.06-10.47 s, ...".
+func (in Inputs) CrossCheck() string {
+	if len(in.Held) == 0 {
+		return "none (no origin's held series reached nine tenths)"
 	}
-	slices.Sort(names)
+	return each(in.Held, in.Steady)
+}
+
+func each(parts, own map[string]Steady) string {
 	var b strings.Builder
-	for i, n := range names {
-		s := in.Steady[n]
+	for i, n := range slices.Sorted(maps.Keys(parts)) {
+		s := parts[n]
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s %.0f/s over %.2f-%.2f s", n, s.Rate(), s.From.Seconds(), s.To.Seconds())
+		if own == nil {
+			fmt.Fprintf(&b, "%s %.0f/s over %.2f-%.2f s", n, s.Rate(), s.From.Seconds(), s.To.Seconds())
+			continue
+		}
+		mine := "none"
+		if o, ok := own[n]; ok {
+			mine = strconv.FormatInt(o.Took, 10)
+		}
+		fmt.Fprintf(&b, "%s took %d back (its own count %s), %.0f/s over %.2f-%.2f s", n, s.Took, mine, s.Rate(), s.From.Seconds(), s.To.Seconds())
 	}
 	return b.String()
 }
@@ -109,7 +133,7 @@ func Apply(name string, src []byte, in Inputs, seed uint64) ([]byte, error) {
 	}
 	out := src
 	for _, kv := range []struct{ key, value string }{
-		{"max_new_per_second", fmt.Sprintf("%.1f # measured: the mean over %d origins of each one's rate over the steady part of a herd, a tenth to nine tenths of what it took back, times after the drop (%s; spread %.1f %%)", rate, len(in.Steady), in.Each(), 100*spread)},
+		{"max_new_per_second", fmt.Sprintf("%.1f # measured: the mean over %d origins of each one's rate over the steady part of a herd, from its own count of the sessions it set up (read every %v), a tenth to nine tenths of what it took back, times after the drop (%s; spread %.1f %%)", rate, len(in.Steady), in.Every, in.Each(), 100*spread)},
 		{"handshake_latency", fmt.Sprintf("%v # measured: the median Welcome latency of an idle trickle", in.HandshakeLatency.Round(10*time.Microsecond))},
 		{"backlog", strconv.FormatInt(in.Backlog, 10) + " # what the origins queue (0: unbounded), from what they are"},
 	} {

@@ -3,29 +3,61 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/corralhq/corral/kraken"
 )
 
 // The admission rate of an origin is read from the steady part of its
-// return after a herd: from the moment the sessions it holds pass a tenth
-// of the herd it takes back to the moment they pass nine tenths, the eight
-// tenths over that time (as bench/hub's versus mode times its steady
-// part). Why that part:
+// return after a herd: from the moment the sessions it has set up since
+// the drop pass a tenth of the herd it takes back to the moment they pass
+// nine tenths, the eight tenths over that time (as bench/hub's versus mode
+// times its steady part). What is counted, and why that part:
 //
+//   - The hub's own count of the sessions it set up: its Welcomes (the
+//     handshake histogram's count, sample.go), read from its metrics every
+//     100 ms during the herd (bench/sim/calibrate.sh runs `calibrate
+//     sample` beside kraken). That count is the admission itself: a
+//     session is counted when the hub has said yes and sent its Welcome,
+//     and a counter only rises, so nothing the drop tears down is in it.
+//   - Not kraken's per-origin held series (the measure until 2026-12-02):
+//     kraken counts a dropped session until it has handled its close, so
+//     for seconds after a drop of 50,000 sessions the series mixes
+//     kraken's teardown with the return and reads kraken's bookkeeping,
+//     not the hubs. The full run of 2026-12-02, 14:59 UTC, read from it
+//     hub-1 and hub-3 taking nothing for 8 s and then eight tenths of
+//     their herd in 2.4 s (5,575 and 5,877/s) and hub-2 a steady 1,282/s,
+//     while the herd's warm-up read 2,520/s per hub and the storms' time
+//     to 99 % agreed with about 2,000-2,500. It stays as a cross-check
+//     (KrakenHeld): the sessions it says each hub took back should be the
+//     hub's own count, and its times show the lag.
+//   - Not the hub's open sessions (corral_hub_sessions): they fall with
+//     the hub's own teardown of the dropped sessions while the return
+//     raises them, the same mixture on the hub's side. Their fall only
+//     places the drop on the hub's clock (steadyOfOpens): the drop cuts
+//     sessions before any device can come back, and before it the fleet
+//     is held and nothing opens, so the Welcomes counted at the last
+//     reading at the most sessions held, before they first fell by a
+//     hundredth of what the drop cuts, are the base the return counts
+//     from, and its time is the drop's (to within a reading).
 //   - The sim's origin is a first-in first-out queue served at
 //     max_new_per_second (sim/README.md, the model's item 7): under a herd
 //     that comes faster than the origin takes it, its sessions rise at that
 //     rate from the first arrivals until the queue is empty. Read on the
 //     sim's own curve, the steady part gives that rate back; it has no
 //     length to choose.
-//   - A hub's return has two parts the queue has not: a ramp (the drop's
-//     teardown, every session of the hub closed and its devices' closes
-//     handled by kraken, then the first dials) and a tail (the last devices:
-//     kraken's dials in flight run out, stragglers). Neither is the hub's
-//     rate, and the tenths leave both out whatever their length.
+//   - A hub's return has two parts the queue has not: a ramp (the hub
+//     tearing the dropped sessions down, the devices' first dials) and a
+//     tail (the last devices: kraken's dials in flight run out,
+//     stragglers). Neither is the hub's rate, and the tenths leave both
+//     out whatever their length. A device dials again only once kraken
+//     has handled its close, so kraken's teardown paces the ramp's
+//     arrivals too: at 10,000 devices over 3 hubs a hub set up about 700
+//     sessions a second for the 0.7 s its open sessions took to fall,
+//     then about 4,200 a second.
 //   - It replaces the largest rise over a fixed window (until session 7),
 //     whose reading was the window's: at 50,000 devices a 3 s window read
 //     4,879 and 4,932/s per hub, a 5 s one 2,285 and 2,524/s, and nothing
@@ -35,8 +67,8 @@ import (
 //     not how fast it admits them. Nor is the herd's first burst the
 //     kernel's queue handing over connections faster than the hub serves
 //     them: a connection in the listen queue has had its TCP handshake
-//     only, and is held (kraken's count) after the hub's upgrade, Hello,
-//     token check and Welcome, so queued or not it comes at the hub's rate.
+//     only, and is counted after the hub's upgrade, Hello, token check
+//     and Welcome, so queued or not it comes at the hub's rate.
 //
 // What the steady part holds that the sim does not model: a hub's listen
 // queue is net.core.somaxconn connections (Go's net.Listen takes it; 4,096
@@ -63,21 +95,32 @@ const (
 	steadyTo   = 0.9
 )
 
-// MinSteady is the shortest steady part the measure times. kraken's series
-// hold the sessions at the end of each second and the two ends are
-// interpolated within their seconds; a span of 2 s or more always holds a
-// whole second between two samples, so the rate does not rest on the
-// interpolation alone.
-const MinSteady = 2 * time.Second
+// dropFall is how far, as a share of what the drop cuts, a hub's open
+// sessions must fall below their most for the readings to hold its drop:
+// more than a stray close, less than what the hub tears down in the first
+// reading after a drop.
+const dropFall = 0.01
+
+// MaxEnds bounds the two ends' reading intervals against the steady
+// part's length. Each end is interpolated between the two readings around
+// it, so it is misplaced by less than that interval (in the worst case,
+// every Welcome of the interval at one instant; a hub under a herd sets
+// up hundreds within each 100 ms, spread through it, and a constant rate
+// is interpolated exactly). A part at least 1/MaxEnds times as long as
+// its ends' two intervals together, ten intervals of 100 ms (1 s), rests
+// on the readings, not on the interpolation; a shorter one is refused.
+// With kraken's per-second series the same bound would have asked for
+// 10 s; the 2 s it asked then let the interpolation carry the whole span.
+const MaxEnds = 0.2
 
 // Steady is the steady part of one origin's return after a herd.
 type Steady struct {
 	// From and To are the times after the drop at which the sessions the
-	// origin held passed a tenth and nine tenths of Took (interpolated
-	// within their seconds).
+	// origin set up since the drop passed a tenth and nine tenths of Took
+	// (interpolated between readings).
 	From, To time.Duration
-	// Took is the herd the origin took back: the sessions it held at the
-	// end of the run less those the drop left it.
+	// Took is the herd the origin took back: the sessions it set up from
+	// the drop to the end of the readings.
 	Took int64
 }
 
@@ -92,12 +135,97 @@ func (s Steady) Rate() float64 {
 	return (steadyTo - steadyFrom) * float64(s.Took) / d
 }
 
-// MeasureRates reads each origin's steady part from herd, a kraken run
-// whose one storm drops a share of the sessions at once and whose devices
-// come back faster than the origins take them (a short backoff). An
-// origin whose steady part is shorter than MinSteady, or that took nothing
-// back, is refused with an error that names it.
-func MeasureRates(herd *kraken.Result) (map[string]Steady, error) {
+// MeasureRates reads each hub's steady part from opens, its readings over
+// a herd pass whose one storm drops share of the sessions at once and
+// whose devices come back faster than the hubs take them (a short
+// backoff). A hub whose readings do not hold the drop, that took nothing
+// back, or whose steady part is too short for its readings (MaxEnds), is
+// refused with an error that names it.
+func MeasureRates(opens *Samples, share float64) (map[string]Steady, error) {
+	if opens == nil || len(opens.Hubs) == 0 {
+		return nil, errors.New("calibrate: the herd's readings hold no hub")
+	}
+	if share <= 0 || share > 1 {
+		return nil, fmt.Errorf("calibrate: a drop of share %v: want one in (0, 1]", share)
+	}
+	out := map[string]Steady{}
+	for _, name := range slices.Sorted(maps.Keys(opens.Hubs)) {
+		s, err := steadyOfOpens(opens.Hubs[name], share)
+		if err != nil {
+			return nil, fmt.Errorf("calibrate: %s: %w", name, err)
+		}
+		out[name] = s
+	}
+	return out, nil
+}
+
+// steadyOfOpens times the steady part of one hub's readings rs after a
+// drop of share of its sessions.
+func steadyOfOpens(rs []Sample, share float64) (Steady, error) {
+	if len(rs) < 2 {
+		return Steady{}, fmt.Errorf("too few readings (%d) to hold a herd", len(rs))
+	}
+	for i := 1; i < len(rs); i++ {
+		if rs[i].At <= rs[i-1].At {
+			return Steady{}, fmt.Errorf("reading %d at %v is not after the one before (%v)", i, rs[i].At, rs[i-1].At)
+		}
+		if rs[i].Welcomes < rs[i-1].Welcomes {
+			return Steady{}, fmt.Errorf("its Welcomes fell from %d to %d at %v (did it restart?)", rs[i-1].Welcomes, rs[i].Welcomes, rs[i].At)
+		}
+	}
+	// The drop: b is the last reading at the most sessions held before
+	// they first fell by more than dropFall of what the drop cuts.
+	b, most := 0, rs[0].Open
+	fell := false
+	for i := 1; i < len(rs); i++ {
+		if float64(most-rs[i].Open) > max(1, dropFall*share*float64(most)) {
+			fell = true
+			break
+		}
+		if rs[i].Open >= most {
+			b, most = i, rs[i].Open
+		}
+	}
+	if !fell {
+		return Steady{}, fmt.Errorf("its open sessions (at most %d) never fell by a hundredth of the drop's share %v: the readings do not hold the drop", most, share)
+	}
+	base, final := rs[b].Welcomes, rs[len(rs)-1].Welcomes
+	took := final - base
+	if took <= 0 {
+		return Steady{}, fmt.Errorf("took no session back after the drop (%d Welcomes at it, %d at the end)", base, final)
+	}
+	// at returns when the count reached v (base < v <= final), after the
+	// drop, and the interval of the readings around that time: the count
+	// only rises, so each tenth is crossed once, in the first interval
+	// that reaches it.
+	at := func(v float64) (time.Duration, time.Duration) {
+		i := b + 1
+		for float64(rs[i].Welcomes) < v {
+			i++
+		}
+		t := cross(rs[i-1].At.Seconds(), float64(rs[i-1].Welcomes), rs[i].At.Seconds(), float64(rs[i].Welcomes), v)
+		return seconds(t) - rs[b].At, rs[i].At - rs[i-1].At
+	}
+	from, dFrom := at(float64(base) + steadyFrom*float64(took))
+	to, dTo := at(float64(base) + steadyTo*float64(took))
+	st := Steady{From: from, To: to, Took: took}
+	if span := to - from; span <= 0 || float64(dFrom+dTo) > MaxEnds*float64(span) {
+		return st, fmt.Errorf("its steady part (a tenth to nine tenths of the %d it took back, %.2f to %.2f s after the drop) lasted %.2f s, under %.0f times the intervals of the readings around its ends (%.2f s and %.2f s): give the herd more devices, or read the hubs more often",
+			took, from.Seconds(), to.Seconds(), span.Seconds(), 1/MaxEnds, dFrom.Seconds(), dTo.Seconds())
+	}
+	return st, nil
+}
+
+// KrakenHeld reads each origin's return from herd's per-origin held
+// series, kraken's count of the sessions it holds at the end of each
+// second: the cross-check beside MeasureRates, not a measure (kraken
+// counts a dropped session until it has handled its close, so its return
+// lags the hub's by kraken's teardown). Took is what the series held at
+// the end less what the drop left it; From and To are when it passed a
+// tenth and nine tenths of that, interpolated within their seconds. An
+// origin whose series cannot be read is left out; an error only when
+// herd has no single drop storm or no series.
+func KrakenHeld(herd *kraken.Result) (map[string]Steady, error) {
 	if len(herd.Storms) != 1 || herd.Storms[0].Kind != "drop" {
 		return nil, errors.New("calibrate: the herd result has no single drop storm")
 	}
@@ -112,28 +240,25 @@ func MeasureRates(herd *kraken.Result) (map[string]Steady, error) {
 	out := map[string]Steady{}
 	for name, held := range herd.HeldByOrigin {
 		if len(held) <= from {
-			return nil, fmt.Errorf("calibrate: the herd's series of %s ends at the drop", name)
+			continue
 		}
-		s, err := steadyPart(held, from, storm.AtSeconds, storm.Share)
-		if err != nil {
-			return nil, fmt.Errorf("calibrate: %s: %w", name, err)
+		if s, ok := heldPart(held, from, storm.AtSeconds, storm.Share); ok {
+			out[name] = s
 		}
-		out[name] = s
 	}
 	return out, nil
 }
 
-// steadyPart times the steady part of one origin's series held (its
-// sessions at the end of each second) after a drop of share at at seconds
-// (in second from).
-func steadyPart(held []int64, from int, at, share float64) (Steady, error) {
+// heldPart times the return in one origin's series held (its sessions at
+// the end of each second) after a drop of share at at seconds (in second
+// from); false when it took nothing back or never reached nine tenths.
+func heldPart(held []int64, from int, at, share float64) (Steady, bool) {
 	// The curve: what the drop left at the drop, then the end of each
 	// second from the drop's on.
 	base := int64(math.Round(float64(held[from-1]) * (1 - share)))
-	final := held[len(held)-1]
-	took := final - base
+	took := held[len(held)-1] - base
 	if took <= 0 {
-		return Steady{}, fmt.Errorf("took no session back after the drop (%d held before it, %d at the end)", held[from-1], final)
+		return Steady{}, false
 	}
 	ts := []float64{at}
 	vs := []float64{float64(base)}
@@ -145,7 +270,7 @@ func steadyPart(held []int64, from int, at, share float64) (Steady, error) {
 	// To: the first time the curve reaches nine tenths. From: the last
 	// time before it that the curve rose through a tenth, so sessions the
 	// drop had not cut yet when a second ended (kraken counts a session
-	// until it handles its close) do not open the steady part early.
+	// until it handles its close) do not open the part early.
 	to, k := -1.0, 0
 	for k = 1; k < len(ts); k++ {
 		if vs[k] >= hi {
@@ -154,7 +279,7 @@ func steadyPart(held []int64, from int, at, share float64) (Steady, error) {
 		}
 	}
 	if to < 0 {
-		return Steady{}, fmt.Errorf("never reached nine tenths of the %d it took back", took)
+		return Steady{}, false
 	}
 	fromT := at
 	for j := k; j >= 1; j-- {
@@ -163,12 +288,7 @@ func steadyPart(held []int64, from int, at, share float64) (Steady, error) {
 			break
 		}
 	}
-	st := Steady{From: seconds(fromT - at), To: seconds(to - at), Took: took}
-	if st.To-st.From < MinSteady {
-		return st, fmt.Errorf("its steady part (a tenth to nine tenths of the %d it took back, %.2f to %.2f s after the drop) lasted %.2f s, under the %.0f s a per-second series times: give the herd more devices",
-			took, st.From.Seconds(), st.To.Seconds(), (st.To - st.From).Seconds(), MinSteady.Seconds())
-	}
-	return st, nil
+	return Steady{From: seconds(fromT - at), To: seconds(to - at), Took: took}, true
 }
 
 // cross returns the time at which the line from (t0, v0) to (t1, v1)
