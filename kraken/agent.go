@@ -170,7 +170,7 @@ func newAgentKraken(a *assignment, ac AgentConfig) (*Kraken, error) {
 		MassClose: func(context.Context, int) error { return nil },
 		Kill:      func(context.Context, KillRequest) (func() error, error) { return nil, nil },
 		Unhealthy: func(context.Context, int) (func() error, error) { return nil, nil },
-		Pollers:   a.Pollers, Dialers: a.Dialers, ProgressEvery: a.Every, Settle: a.Settle, Logger: ac.Logger,
+		Pollers:   a.Pollers, ProgressEvery: a.Every, Settle: a.Settle, Logger: ac.Logger,
 	}
 	if a.Sources != "" {
 		if cfg.Sources, err = netip.ParsePrefix(a.Sources); err != nil {

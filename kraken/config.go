@@ -77,9 +77,6 @@ type Config struct {
 	Sources netip.Prefix
 	// Pollers is the number of nbio poller goroutines. Default 1.
 	Pollers int
-	// Dialers is the number of goroutines that run TCP connects (the only
-	// blocking step of an attempt). Default 64.
-	Dialers int
 	// Progress receives a progress line every ProgressEvery; nil: none.
 	Progress io.Writer
 	// Live makes the progress a small table redrawn in place (ANSI
@@ -132,9 +129,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Pollers <= 0 {
 		c.Pollers = 1
-	}
-	if c.Dialers <= 0 {
-		c.Dialers = 64
 	}
 	if c.ProgressEvery <= 0 {
 		c.ProgressEvery = time.Second

@@ -223,7 +223,7 @@ func (c *Coordinator) assignmentBase() (assignment, error) {
 	a := assignment{
 		Run: c.runID, Agents: c.agents, File: c.sc.File(), Scenario: data,
 		Targets: c.cfg.Targets, Regions: c.cfg.Regions, Resolver: c.cfg.Resolver, PublishURL: c.cfg.PublishURL, APIKey: c.cfg.APIKey,
-		Sources: c.cfg.Sources.String(), Pollers: c.cfg.Pollers, Dialers: c.cfg.Dialers,
+		Sources: c.cfg.Sources.String(), Pollers: c.cfg.Pollers,
 		Every: c.cfg.ProgressEvery, Settle: c.cfg.Settle, Silence: c.split.Silence, CA: c.ca,
 	}
 	for t := range c.pl.tenants {

@@ -73,7 +73,7 @@ func (r *devRand) Float64() float64 {
 // device is one simulated device: a session with the session protocol of
 // package wire, its resume positions, and its reconnect schedule. Its
 // mutex guards every field below it; callbacks come from the poller, the
-// dialers and timers.
+// attempts' dial goroutines and timers.
 type device struct {
 	r      *runner
 	id     int32

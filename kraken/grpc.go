@@ -57,8 +57,9 @@ var _ conn = (*grpcConn)(nil)
 const grpcBuffer = 4 << 10
 
 // dialGRPC opens the device's ClientConn and Connect stream to ep, sends
-// Hello and starts the goroutine that reads the stream. It runs on a
-// dialer goroutine; failures go back to the device.
+// Hello and starts the goroutine that reads the stream. It runs on the
+// attempt's own goroutine (grpc-go's connect and the stream's start
+// block); failures go back to the device.
 func (e *engine) dialGRPC(ctx context.Context, j dialJob, ep endpoint) {
 	g := &grpcConn{dev: j.dev}
 	dialer := func(ctx context.Context, addr string) (net.Conn, error) {

@@ -83,7 +83,7 @@ type runner struct {
 	latest                               atomic.Int32 // the latest storm fired, -1 before any
 	stopped                              atomic.Bool
 
-	dialMu sync.RWMutex // held to send a dial; taken to stop the dialers
+	dialMu sync.RWMutex // held to start a dial; taken to stop starting them
 
 	epochMu sync.Mutex
 	epochs  map[string]string
@@ -145,17 +145,15 @@ func (r *runner) heldByOrigin() map[string]int64 {
 	return out
 }
 
-// dial queues an attempt of d for the dialers.
+// dial starts attempt gen of d: its set-up runs on its own, whatever
+// the other devices' connects wait for (ws.go, the engine).
 func (r *runner) dial(d *device, gen uint32) {
 	r.dialMu.RLock()
 	defer r.dialMu.RUnlock()
 	if r.stopping() {
 		return
 	}
-	select {
-	case r.eng.jobs <- dialJob{ctx: r.ctx, dev: d, gen: gen, src: r.source(d.id), timeout: r.connectTimeout}:
-	case <-r.ctx.Done():
-	}
+	r.eng.start(dialJob{dev: d, gen: gen, src: r.source(d.id), timeout: r.connectTimeout})
 }
 
 // source is the local address of device id's connections.
@@ -165,17 +163,31 @@ func (r *runner) source(id int32) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// endpoint picks the address of one attempt: a target at random, a name
-// resolved now, one of its addresses at random.
-func (r *runner) endpoint(ctx context.Context, d *device) (endpoint, error) {
+// pickTarget returns the target of one attempt of d: one of the run's
+// targets (its region's when the run has regions) at random.
+func (r *runner) pickTarget(d *device) target {
 	ts := r.targets
 	if r.regionTargets != nil {
 		ts = r.regionTargets[d.region.Load()]
 	}
-	t := ts[rand.IntN(len(ts))]
+	return ts[rand.IntN(len(ts))]
+}
+
+// literal returns the endpoint of t when its host is an address (no
+// resolution); false for a name.
+func (t target) literal() (endpoint, bool) {
+	if _, err := netip.ParseAddr(t.host); err != nil {
+		return endpoint{}, false
+	}
 	host := net.JoinHostPort(t.host, t.port)
-	if _, err := netip.ParseAddr(t.host); err == nil {
-		return endpoint{addr: host, host: host, path: t.path, grpc: t.grpc(), tls: t.tls, name: t.host}, nil
+	return endpoint{addr: host, host: host, path: t.path, grpc: t.grpc(), tls: t.tls, name: t.host}, true
+}
+
+// endpoint returns the address of an attempt to t: its address, or its
+// name resolved now and one of its addresses at random.
+func (r *runner) endpoint(ctx context.Context, t target) (endpoint, error) {
+	if ep, ok := t.literal(); ok {
+		return ep, nil
 	}
 	var addrs []netip.Addr
 	var err error
@@ -188,6 +200,7 @@ func (r *runner) endpoint(ctx context.Context, d *device) (endpoint, error) {
 		return endpoint{}, fmt.Errorf("kraken: resolving %s: %v", t.host, err)
 	}
 	a := addrs[rand.IntN(len(addrs))]
+	host := net.JoinHostPort(t.host, t.port)
 	return endpoint{addr: net.JoinHostPort(a.Unmap().String(), t.port), host: host, path: t.path, grpc: t.grpc(), tls: t.tls, name: t.host}, nil
 }
 
@@ -262,7 +275,7 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.ctx = rctx
-	if r.eng, err = newEngine(cfg.Pollers, cfg.Dialers); err != nil {
+	if r.eng, err = newEngine(rctx, cfg.Pollers); err != nil {
 		return nil, err
 	}
 	r.pub = newPublisher(r)

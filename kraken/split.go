@@ -47,7 +47,6 @@ type assignment struct {
 	CA         []byte              `json:"ca,omitempty"` // Config.CAFile's PEM
 	Sources    string              `json:"sources"`
 	Pollers    int                 `json:"pollers"`
-	Dialers    int                 `json:"dialers"`
 	Every      time.Duration       `json:"every"`
 	Settle     time.Duration       `json:"settle"`
 	// Silence is how long either side waits without a message before it

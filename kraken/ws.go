@@ -30,34 +30,83 @@ import (
 // poller (epoll). A held session owns no goroutine and no buffer: the
 // poller reads into its shared buffer and hands the bytes to the
 // session's parser, which keeps only the bytes of an unfinished frame.
-// Dials block in a small pool of dialer goroutines (connect() on
-// loopback is short); the upgrade answer, the Welcome and everything after
-// arrive through the poller.
+// The upgrade answer, the Welcome and everything after arrive through the
+// poller.
+//
+// Each attempt's set-up runs on its own, whatever the other devices'
+// connects wait for: a connect whose SYN a full listen queue dropped
+// waits until TCP sends the SYN again (1 s, then 3 s, 7 s ...), and a
+// real device's dropped SYN delays that device only. (Until 2026-12
+// kraken ran every connect on a pool of 64 dialer goroutines: in a herd
+// each of them ended up blocked on a dropped SYN, and the whole agent
+// idled for most of a second with the hub's queue empty, each stall
+// ended by up to 128 SYN retransmissions, two agents' 64;
+// docs/benchmarks.md, issue 15, session 7.)
+//
+// A WebSocket's TCP connect (ws and wss, to an IPv4 address) runs on the
+// connector (connector_linux.go): a raw non-blocking socket on an epoll
+// instance of kraken's own, no goroutine. Once connected, a ws socket
+// gets its upgrade request and goes to the poller from the connector's
+// goroutine; a wss one gets a goroutine for its TLS handshake, which
+// starts the one that reads it (readTLS). A name is resolved on a
+// goroutine of the attempt's own (Go's resolver blocks), which then hands
+// the connect to the connector. gRPC attempts (grpc-go's connection and
+// the stream's start block), IPv6 targets, and every attempt outside
+// Linux (no connector) run their set-up on a goroutine each, Go's dialer
+// included.
+//
+// Why a connector and not a goroutine per connect (what Go's dialer
+// wants; a few lines): the goroutine parked in connect holds 8 KiB of
+// stack, and the runtime keeps that memory after the goroutines end.
+// Measured with 8,000 devices waiting on dropped SYNs: 11.9 KiB of RSS
+// per device with a goroutine each (8 KiB of stack, 3 KiB of heap with
+// the device's own), 1.75 KiB on the connector. And after a warm-up of
+// 18,000 sessions on one hub (bench/kraken/held.sh, whose warm-up
+// overflows the hub's listen queue of 4,096, so thousands of connects
+// wait at once), a goroutine each read 4.94 KiB per held session
+// (164 MiB of RSS, flat over 40 s), above the target of 4 KiB; the
+// connector 2.28-2.55, the pool 2.34. nbio's own asynchronous dial
+// (Engine.DialAsync) holds no goroutine either, but it cannot bind a
+// source address (no local address, no socket option: each device's is
+// bound with IP_BIND_ADDRESS_NO_PORT, bindNoPort) and it reads a failed
+// connect as a connected socket that then ends with io.EOF (no
+// dial_refused to count).
 
 const (
 	maxServerFrame = 1 << 20 // a server frame above this is a protocol error
 	wsGUID         = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 )
 
-// engine owns the nbio poller and the dialer pool.
+// engine owns the nbio poller, the connector and the attempts' set-ups
+// in flight.
 type engine struct {
-	nb   *nbio.Engine
-	jobs chan dialJob
-	wg   sync.WaitGroup
-	// reg orders a connection's set-up by its dialer (every field of its
-	// wsConn, the session set on the nbio Conn, the epoll registration)
-	// before the poller's first look at it: the kernel's readiness event
-	// is a happens-before edge the race detector cannot see.
+	nb *nbio.Engine
+	cn *connector // nil outside Linux
+	// slots has a place per set-up in flight. Each holds a descriptor,
+	// so it is as large as the process may open (maxDevicesHere, the
+	// bound of the devices of one process): it bounds what a burst can
+	// ask of the file limit, never the devices' attempts otherwise (one
+	// attempt per device at a time).
+	slots chan struct{}
+	// ctx ends every set-up in flight when the engine stops (a connect
+	// waiting on a dropped SYN would wait out its connect timeout).
+	ctx    context.Context
+	cancel context.CancelFunc
+	dials  sync.WaitGroup
+	// reg orders a connection's set-up (every field of its wsConn, the
+	// session set on the nbio Conn, the epoll registration) before the
+	// poller's first look at it: the kernel's readiness event is a
+	// happens-before edge the race detector cannot see.
 	reg sync.RWMutex
 }
 
-// dialJob is one connection attempt for a dialer goroutine.
+// dialJob is one connection attempt.
 type dialJob struct {
-	ctx     context.Context
-	dev     *device
-	gen     uint32
-	src     netip.Addr
-	timeout time.Duration
+	dev      *device
+	gen      uint32
+	src      netip.Addr
+	timeout  time.Duration
+	deadline time.Time // the set-up's: its start plus timeout
 }
 
 // endpoint is where one attempt goes.
@@ -70,9 +119,16 @@ type endpoint struct {
 	name string // the URL's host: the TLS server name
 }
 
-func newEngine(pollers, dialers int) (*engine, error) {
+// newEngine starts the poller and the connector; ctx ends the set-ups in
+// flight too.
+func newEngine(ctx context.Context, pollers int) (*engine, error) {
+	cn, err := newConnector()
+	if err != nil {
+		return nil, fmt.Errorf("kraken: starting the connector: %w", err)
+	}
 	nb := nbio.NewEngine(nbio.Config{Name: "kraken", NPoller: pollers})
-	e := &engine{nb: nb, jobs: make(chan dialJob, 1024)}
+	e := &engine{nb: nb, cn: cn, slots: make(chan struct{}, max(maxDevicesHere(), 1))}
+	e.ctx, e.cancel = context.WithCancel(ctx)
 	nb.OnData(func(c *nbio.Conn, data []byte) {
 		if w := e.session(c); w != nil {
 			w.onData(data)
@@ -84,11 +140,11 @@ func newEngine(pollers, dialers int) (*engine, error) {
 		}
 	})
 	if err := nb.Start(); err != nil {
+		e.cancel()
+		if cn != nil {
+			cn.stop()
+		}
 		return nil, fmt.Errorf("kraken: starting the poller: %w", err)
-	}
-	for range dialers {
-		e.wg.Add(1)
-		go e.dialer()
 	}
 	return e, nil
 }
@@ -101,30 +157,107 @@ func (e *engine) session(c *nbio.Conn) *wsConn {
 	return w
 }
 
-// stop ends the dialers and the poller (which closes every connection).
+// start begins j's set-up once a slot is free (at once but past the file
+// limit): on the connector, or on a goroutine of its own; nothing when
+// the engine stopped first. The caller must not call it once stop has
+// begun.
+func (e *engine) start(j dialJob) {
+	select {
+	case e.slots <- struct{}{}:
+	case <-e.ctx.Done():
+		return
+	}
+	e.dials.Add(1)
+	j.deadline = time.Now().Add(j.timeout)
+	t := j.dev.r.pickTarget(j.dev)
+	if ep, ok := t.literal(); ok {
+		if dst, ok := e.connects(ep); ok {
+			e.connect(j, ep, dst)
+			return
+		}
+	}
+	go e.dial(j, t)
+}
+
+// release ends a set-up: its slot is free.
+func (e *engine) release() {
+	<-e.slots
+	e.dials.Done()
+}
+
+// stop ends the set-ups in flight, waits for them, and stops the poller
+// (which closes every connection).
 func (e *engine) stop() {
-	close(e.jobs)
-	e.wg.Wait()
+	e.cancel()
+	if e.cn != nil {
+		e.cn.stop()
+	}
+	e.dials.Wait()
 	e.nb.Stop()
 }
 
-func (e *engine) dialer() {
-	defer e.wg.Done()
-	for j := range e.jobs {
-		e.dial(j)
+// connects reports whether ep's connect goes to the connector (a
+// WebSocket's to an IPv4 address, on Linux), and its address.
+func (e *engine) connects(ep endpoint) (netip.AddrPort, bool) {
+	if e.cn == nil || ep.grpc {
+		return netip.AddrPort{}, false
 	}
+	dst, err := netip.ParseAddrPort(ep.addr)
+	return dst, err == nil && dst.Addr().Is4()
 }
 
-// dial connects, sends the upgrade request and hands the socket to the
-// poller. Failures go back to the device.
-func (e *engine) dial(j dialJob) {
-	ctx, cancel := context.WithTimeout(j.ctx, j.timeout)
+// connect hands j's TCP connect to ep to the connector; the set-up goes
+// on in its callback: a ws socket gets its upgrade request and goes to
+// the poller, a wss one to a goroutine for its TLS handshake.
+func (e *engine) connect(j dialJob, ep endpoint, dst netip.AddrPort) {
+	var key string
+	var req []byte
+	if !ep.tls {
+		key, req = upgradeRequest(ep)
+	}
+	e.cn.connect(j.src, dst, j.deadline, req, func(nc net.Conn, err error) {
+		if err != nil {
+			if errors.As(err, new(writeError)) {
+				j.dev.connected(j.gen)
+				j.dev.dialFailed(j.gen, "write")
+			} else {
+				j.dev.dialFailed(j.gen, dialReason(err))
+			}
+			e.release()
+			return
+		}
+		j.dev.connected(j.gen)
+		if ep.tls {
+			go func() {
+				defer e.release()
+				ctx, cancel := context.WithDeadline(e.ctx, j.deadline)
+				defer cancel()
+				e.dialWSS(ctx, j, ep, nc)
+			}()
+			return
+		}
+		e.handOver(j, nc, key)
+		e.release()
+	})
+}
+
+// dial runs j's set-up to t on this goroutine: it resolves a name, then
+// hands the connect to the connector, or makes it here (gRPC, an IPv6
+// address, no connector). Failures go back to the device.
+func (e *engine) dial(j dialJob, t target) {
+	ctx, cancel := context.WithDeadline(e.ctx, j.deadline)
 	defer cancel()
-	ep, err := j.dev.r.endpoint(ctx, j.dev)
+	ep, err := j.dev.r.endpoint(ctx, t)
 	if err != nil {
 		j.dev.dialFailed(j.gen, "resolve")
+		e.release()
 		return
 	}
+	if dst, ok := e.connects(ep); ok {
+		e.connect(j, ep, dst)
+		return
+	}
+	defer e.release()
 	if ep.grpc {
 		e.dialGRPC(ctx, j, ep)
 		return
@@ -144,19 +277,25 @@ func (e *engine) dial(j dialJob) {
 		return
 	}
 	k, req := upgradeRequest(ep)
-	_ = nc.SetWriteDeadline(time.Now().Add(j.timeout))
+	_ = nc.SetWriteDeadline(j.deadline)
 	if _, err := nc.Write(req); err != nil {
 		nc.Close()
 		j.dev.dialFailed(j.gen, "write")
 		return
 	}
+	e.handOver(j, nc, k)
+}
+
+// handOver gives nc, its upgrade request sent with key, to the poller as
+// the attempt's wsConn.
+func (e *engine) handOver(j dialJob, nc net.Conn, key string) {
 	nbc, err := nbio.NBConn(nc) // dups the descriptor and closes nc
 	if err != nil {
 		nc.Close()
 		j.dev.dialFailed(j.gen, "poller")
 		return
 	}
-	w := &wsConn{nc: nbc, dev: j.dev, accept: acceptKey(k)}
+	w := &wsConn{nc: nbc, dev: j.dev, accept: acceptKey(key)}
 	if !j.dev.attach(j.gen, w) {
 		nbc.Close()
 		return
@@ -214,6 +353,13 @@ func acceptKey(k string) string {
 	return base64.StdEncoding.EncodeToString(h[:])
 }
 
+// writeError is the failure of a connector's first write on a socket it
+// connected.
+type writeError struct{ err error }
+
+func (e writeError) Error() string { return "kraken: writing the first bytes: " + e.err.Error() }
+func (e writeError) Unwrap() error { return e.err }
+
 // dialReason names a failed TCP connect.
 func dialReason(err error) string {
 	var op *net.OpError
@@ -222,7 +368,7 @@ func dialReason(err error) string {
 		return "dial_refused"
 	case errors.Is(err, syscall.EADDRNOTAVAIL), errors.Is(err, syscall.EADDRINUSE):
 		return "dial_no_source_port"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &op) && op.Timeout():
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT), errors.As(err, &op) && op.Timeout():
 		return "dial_timeout"
 	case errors.Is(err, context.Canceled):
 		return "stopped"
