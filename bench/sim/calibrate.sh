@@ -22,11 +22,11 @@
 # accepted yet in its kernel listen queue, net.core.somaxconn long (Go's
 # net.Listen takes it; 4,096 on the machine this was written on). When a
 # herd overflows it the kernel drops SYNs, the devices' TCP sends them
-# again 1 s, 3 s, 7 s later, and kraken's dialers (64 per agent, each
-# blocked in connect()) wait out those timers: the hub idles with an empty
-# queue for about a second, then takes the next burst (at 10,000 devices
-# on one hub with a queue of 1,000: three bursts, two stalls of 128 SYN
-# retransmissions each, the two agents' dialers). The sim models neither:
+# again 1 s, 3 s, 7 s later, and each device waits out its own timers
+# (with kraken's former pool of 64 dialers per agent, all blocked in
+# connect() together, the hub idled with an empty queue for about a
+# second between bursts: at 10,000 devices on one hub with a queue of
+# 1,000, two stalls of 128 SYN retransmissions each). The sim models neither:
 # its origins' backlog 0 is an unbounded queue. After every kraken run the
 # script prints the kernel's listen overflows and SYN retransmissions over
 # the whole run, kraken's warm-up (every device connecting at once)
@@ -264,7 +264,7 @@ stop: {on_recovery: true}
 YAML
 kraken "$work/herd.yaml" "$work/herd.json" herd "$work/opens.json"
 # A second reading of the rate, not written into the file: the herd run's
-# warm-up (every device connecting at once through kraken's dialers), as
+# warm-up (every device connecting at once through kraken's connector), as
 # the coordinator times it when the run is split over agents (as
 # bench/kraken/storm.sh reads its connect rate).
 wu=$(sed -n 's/^kraken: warm-up of .* took \([0-9.]*\)s$/\1/p' "$work/herd.json.log")

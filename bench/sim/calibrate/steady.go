@@ -73,9 +73,10 @@ import (
 // What the steady part holds that the sim does not model: a hub's listen
 // queue is net.core.somaxconn connections (Go's net.Listen takes it; 4,096
 // here). When a herd overflows it, the kernel drops SYNs, the clients'
-// TCP sends them again 1 s, 3 s, 7 s later, and kraken's dialers (64 per
-// agent, each blocked in connect()) wait out those timers: the hub idles
-// with an empty queue for about a second, then takes the next burst. At
+// TCP sends them again 1 s, 3 s, 7 s later, and each device waits out its
+// own timers. With kraken's former pool of 64 dialers per agent (each
+// blocked in connect(); gone since 91f6950) the hub idled with an empty
+// queue for about a second, then took the next burst. At
 // 10,000 devices on one hub with a listen queue of 1,000 (a private
 // network namespace), the herd came back in three bursts with a stall of
 // about a second between them, each stall 128 SYN retransmissions, the
