@@ -285,6 +285,15 @@ type Origin struct {
 	// MaxRequestsPerSecond is the rate of requests on held connections one
 	// origin serves. 0 means requests are not modelled for the group.
 	MaxRequestsPerSecond float64 `yaml:"max_requests_per_second"`
+	// TeardownPerSecond is the rate at which one origin ends sessions when
+	// it does nothing else: a session that ends while the origin is up
+	// (dropped by its device, severed, mass-closed) costs it
+	// 1/TeardownPerSecond of its time, spent in the same first-in
+	// first-out queue as the handshakes, so a herd's return waits behind
+	// the teardown of the sessions it lost. An origin that crashes ends
+	// nothing. Absent: ending a session is free; an explicit value must be
+	// positive. bench/sim/calibrate measures it from a hub's own counts.
+	TeardownPerSecond float64 `yaml:"teardown_per_second"`
 }
 
 // Overload says what an origin does past its capacity.

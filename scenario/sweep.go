@@ -30,9 +30,9 @@ type Sweep struct {
 	// OriginCount lists counts for the first origin group. Each origin
 	// keeps every figure the file gives it (max_connections, or the share
 	// of headroom it has at the file's count, max_new_per_second,
-	// max_new_streams_per_second, backlog, max_requests_per_second): the
-	// variant has more or fewer origins of the same kind, so the group's
-	// totals grow and shrink with the count.
+	// max_new_streams_per_second, backlog, max_requests_per_second,
+	// teardown_per_second): the variant has more or fewer origins of the
+	// same kind, so the group's totals grow and shrink with the count.
 	OriginCount []int `yaml:"origin_count"`
 }
 

@@ -187,6 +187,9 @@ func (s *Scenario) Validate() error {
 	}
 	for i, o := range c.Origins {
 		o.validate(bad, fmt.Sprintf("origins[%d]", i))
+		if k := fmt.Sprintf("origins[%d].teardown_per_second", i); c.has(k) && o.TeardownPerSecond == 0 {
+			bad(k, "must be positive (the sessions one origin ends per second; leave the key out for a teardown that costs nothing)")
+		}
 		if c.Edge.StreamsPerConnection > 1 && o.MaxNewStreamsPerSecond == 0 {
 			bad(fmt.Sprintf("origins[%d].max_new_streams_per_second", i), "is required with edge.streams_per_connection above 1 (over pooled connections a device costs the origin a stream set-up, not a handshake)")
 		}
@@ -506,6 +509,9 @@ func (o Origin) validate(bad func(string, string, ...any), path string) {
 	}
 	if !(o.MaxRequestsPerSecond >= 0) || o.MaxRequestsPerSecond > 1e15 {
 		bad(path+".max_requests_per_second", "must be in [0, 1e15]")
+	}
+	if !(o.TeardownPerSecond >= 0) || o.TeardownPerSecond > maxDevices {
+		bad(path+".teardown_per_second", "must be in (0, %d], got %v", int64(maxDevices), o.TeardownPerSecond)
 	}
 }
 

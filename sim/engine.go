@@ -216,6 +216,7 @@ func (s *Sim) buildOrigins() error {
 				backlog:   float64(scaleCount(g.Backlog, sc.Scale)),
 				hl:        g.HandshakeLatency,
 				maxReq:    g.MaxRequestsPerSecond * sc.Scale * s.dts,
+				tdSec:     g.TeardownPerSecond * sc.Scale,
 				up:        true,
 				connPrio:  make([]int64, s.nP),
 				fresh:     make([]int64, s.nP),
@@ -380,6 +381,11 @@ func (s *Sim) addConn(o, f int, n int64) {
 	s.conn[o][f] += n
 	s.popLoad[s.popOf(f)][o] += float64(n)
 	or := s.origins[o]
+	if n < 0 && or.up && or.tdSec > 0 {
+		// The origin tears the sessions down in its handshake queue,
+		// ahead of the attempts that come after.
+		or.work += float64(-n) * or.muSec / or.tdSec
+	}
 	or.conns += n
 	or.connPrio[s.prioOf(f)] += n
 	s.connTenant[s.tenantOf(f)] += n

@@ -12,7 +12,9 @@ import (
 // an attempt admitted behind work W completes after W/mu plus the idle
 // handshake latency, or, when that is later than the client's connect
 // timeout, fails with a timeout while the origin still spends the work on
-// it (the client is gone but the handshake was queued).
+// it (the client is gone but the handshake was queued). A session that
+// ends on a live origin joins the same queue as muSec/tdSec of work (the
+// share of a second its teardown takes, in attempts at the step's rate).
 type origin struct {
 	name      string
 	region    string
@@ -27,6 +29,7 @@ type origin struct {
 	backlog float64 // 0: unbounded
 	hl      time.Duration
 	maxReq  float64 // requests per step, 0: not modelled
+	tdSec   float64 // sessions ended per second when doing nothing else, 0: free
 
 	up          bool
 	changedStep int
