@@ -282,7 +282,7 @@ func (d *device) welcome(w conn, wl *corralv1.Welcome, now time.Time) {
 	rec.res.Latency.Welcome.Record(lat)
 	rec.welcome(wl.GetNodeId(), int(d.prio))
 	if storm >= 0 {
-		rec.back(int(storm), now.Sub(down), int(tries), int(d.prio))
+		rec.back(int(storm), now, now.Sub(down), int(tries), int(d.prio))
 		d.r.recovering.Add(-1)
 	}
 }

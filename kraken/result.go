@@ -130,6 +130,13 @@ type Storm struct {
 	// BackAfter holds, per device back, the time from its drop to its
 	// Welcome.
 	BackAfter *Histogram `json:"back_after"`
+	// BackSince holds, per device back, the time from the storm's start
+	// (the moment its process began it) to its Welcome: the fleet's curve
+	// after the storm, as the simulator counts it. It differs from
+	// BackAfter by the time each device took to see its loss (for a drop,
+	// until this process had handled the close: seconds under a large
+	// herd on a loaded machine) and by a drop spread over its `over`.
+	BackSince *Histogram `json:"back_since"`
 	// AttemptsToBack counts the devices back by the attempts they needed
 	// ("1", "2", ...).
 	AttemptsToBack Counts `json:"attempts_to_back"`
@@ -157,6 +164,11 @@ type Storm struct {
 	Back90Ms  *float64 `json:"back_90_ms"`
 	Back99Ms  *float64 `json:"back_99_ms"`
 	Back100Ms *float64 `json:"back_100_ms"`
+	// Derived: the same from the storm's start (BackSince).
+	Since50Ms  *float64 `json:"since_50_ms"`
+	Since90Ms  *float64 `json:"since_90_ms"`
+	Since99Ms  *float64 `json:"since_99_ms"`
+	Since100Ms *float64 `json:"since_100_ms"`
 	// OthersSuccess (derived, poison storms) is the other tenants'
 	// success: Others.Welcomes / (Others.Welcomes + Others.Failed), the
 	// share of their attempts from the poison's start on that got a
@@ -206,7 +218,7 @@ func (t *TenantAttempts) add(o *TenantAttempts) {
 }
 
 func newStorm(kind string, at time.Duration) *Storm {
-	s := &Storm{Kind: kind, AtSeconds: at.Seconds(), BackAfter: NewHistogram(), AttemptsToBack: Counts{},
+	s := &Storm{Kind: kind, AtSeconds: at.Seconds(), BackAfter: NewHistogram(), BackSince: NewHistogram(), AttemptsToBack: Counts{},
 		DroppedByPriority: Counts{}, BackAfterByPriority: map[string]*Histogram{}}
 	for _, p := range priorityLabels {
 		s.BackAfterByPriority[p] = NewHistogram()
@@ -238,12 +250,26 @@ func (s *Storm) BackWithin(share float64) (time.Duration, bool) {
 	}
 	rank := int64(math.Ceil(share*float64(s.Dropped) - 1e-9))
 	rank = max(rank, 1)
-	if rank > s.Back || s.BackAfter.Count() == 0 {
+	return rankOf(s.BackAfter, rank, s.Back)
+}
+
+// SinceWithin is BackWithin from the storm's start (BackSince); false
+// also for a result without BackSince (written before it existed).
+func (s *Storm) SinceWithin(share float64) (time.Duration, bool) {
+	if s.Dropped == 0 || s.BackSince == nil {
 		return 0, false
 	}
-	// The rank-th smallest time of the devices back: quantile rank/back
-	// of the histogram of those back.
-	return s.BackAfter.Quantile(100 * float64(rank) / float64(s.BackAfter.Count())), true
+	rank := int64(math.Ceil(share*float64(s.Dropped) - 1e-9))
+	return rankOf(s.BackSince, max(rank, 1), s.Back)
+}
+
+// rankOf is the rank-th smallest time of h, the histogram of the back
+// devices back: quantile rank/back of it.
+func rankOf(h *Histogram, rank, back int64) (time.Duration, bool) {
+	if rank > back || h.Count() == 0 {
+		return 0, false
+	}
+	return h.Quantile(100 * float64(rank) / float64(h.Count())), true
 }
 
 // derive computes the derived fields.
@@ -260,23 +286,15 @@ func (r *Result) derive() {
 		r.AttemptsPerDevice = float64(r.Attempts) / float64(r.Devices)
 	}
 	for _, s := range r.Storms {
-		for i, share := range []float64{0.5, 0.9, 0.99, 1} {
-			var p *float64
-			if d, ok := s.BackWithin(share); ok {
-				v := float64(d.Microseconds()) / 1000
-				p = &v
+		ms := func(d time.Duration, ok bool) *float64 {
+			if !ok {
+				return nil
 			}
-			switch i {
-			case 0:
-				s.Back50Ms = p
-			case 1:
-				s.Back90Ms = p
-			case 2:
-				s.Back99Ms = p
-			default:
-				s.Back100Ms = p
-			}
+			v := float64(d.Microseconds()) / 1000
+			return &v
 		}
+		s.Back50Ms, s.Back90Ms, s.Back99Ms, s.Back100Ms = ms(s.BackWithin(0.5)), ms(s.BackWithin(0.9)), ms(s.BackWithin(0.99)), ms(s.BackWithin(1))
+		s.Since50Ms, s.Since90Ms, s.Since99Ms, s.Since100Ms = ms(s.SinceWithin(0.5)), ms(s.SinceWithin(0.9)), ms(s.SinceWithin(0.99)), ms(s.SinceWithin(1))
 		slices.SortStableFunc(s.Killed, func(a, b KilledOrigin) int { return cmp.Compare(a.AtSeconds, b.AtSeconds) })
 		s.OthersSuccess = nil
 		if o := s.Others; o != nil && o.Welcomes+o.Failed > 0 {
@@ -372,6 +390,12 @@ func (r *Result) Merge(o *Result) error {
 		d.Dropped += s.Dropped
 		d.Back += s.Back
 		d.BackAfter.Merge(s.BackAfter)
+		if s.BackSince != nil {
+			if d.BackSince == nil {
+				d.BackSince = NewHistogram()
+			}
+			d.BackSince.Merge(s.BackSince)
+		}
 		d.AttemptsToBack.add(s.AttemptsToBack)
 		if d.DroppedByPriority == nil {
 			d.DroppedByPriority = Counts{}
@@ -476,15 +500,19 @@ func (rec *recorder) dropped(s, prio int) {
 	rec.mu.Unlock()
 }
 
-// back records a device of storm s and priority prio back after d and
-// attempts attempts.
-func (rec *recorder) back(s int, d time.Duration, attempts, prio int) {
+// back records a device of storm s and priority prio back at now, d
+// after its drop, after attempts attempts.
+func (rec *recorder) back(s int, now time.Time, d time.Duration, attempts, prio int) {
 	rec.mu.Lock()
 	st := rec.res.Storms[s]
 	st.Back++
 	st.AttemptsToBack[strconv.Itoa(attempts)]++
 	rec.mu.Unlock()
 	st.BackAfter.Record(d)
+	// The storm began at its time in the run (runner.fireStorm starts at
+	// the run's start plus its at).
+	began := time.Unix(0, rec.start.Load()).Add(time.Duration(st.AtSeconds * float64(time.Second)))
+	st.BackSince.Record(max(0, now.Sub(began)))
 	st.BackAfterByPriority[priorityLabels[prio]].Record(d)
 }
 

@@ -3,6 +3,7 @@ package kraken
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func feed(rnd *rand.Rand, t0 time.Time, recs ...*recorder) {
 			case 4:
 				rec.dropped(p%2, p)
 			case 5:
-				rec.back(p%2, d, 1+p, p)
+				rec.back(p%2, at, d, 1+p, p)
 			case 6:
 				rec.resume(p == 0)
 				rec.res.Latency.Resume.Record(d)
@@ -178,5 +179,24 @@ func TestBackWithin(t *testing.T) {
 		if ok != tc.ok || (ok && (got < tc.want-time.Millisecond || got > tc.want+time.Millisecond)) {
 			t.Errorf("BackWithin(%v) = %v, %v; want %v, %v", tc.share, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestBackSinceCountsFromTheStorm: a device that saw its drop 2 s after
+// the storm began (at 1 s into the run) and was back 1 s later is back
+// 1 s after its drop and 3 s after the storm's start; since_99_ms reads
+// the latter, back_99_ms the former.
+func TestBackSinceCountsFromTheStorm(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	rec := testRecorder(t0)
+	rec.dropped(0, 0)
+	rec.back(0, t0.Add(4*time.Second), time.Second, 1, 0)
+	rec.res.derive()
+	s := rec.res.Storms[0]
+	if s.Back99Ms == nil || s.Since99Ms == nil {
+		t.Fatalf("back_99_ms %v, since_99_ms %v: want both", s.Back99Ms, s.Since99Ms)
+	}
+	if math.Abs(*s.Back99Ms-1000) > 5 || math.Abs(*s.Since99Ms-3000) > 15 {
+		t.Errorf("back_99_ms %.1f, since_99_ms %.1f: want 1000 and 3000", *s.Back99Ms, *s.Since99Ms)
 	}
 }
