@@ -77,10 +77,15 @@
 #        devices, load 4: 1,063 per hub and second with 100 ms, 1,664 with
 #        300 ms): run the full size with
 #        HERD="{policy: full, base: 100ms, cap: 300ms}" too.
+#      The same readings give each hub's teardown rate (the sessions the
+#      drop cut that it still holds: its open sessions less its Welcomes
+#      since the drop; bench/sim/calibrate/teardown.go), and the admission
+#      rate is then read from the teardown's end on; a teardown the
+#      readings cannot time leaves teardown_per_second commented out.
 #      The backlog is not measured: a hub without admission queues every
 #      handshake it accepted and refuses none (backlog 0, unbounded).
-#   2. `calibrate inputs` writes the mean rate, the latency and the backlog
-#      into the scenario's origin fields (the lines say where each comes
+#   2. `calibrate inputs` writes the mean rate, the teardown rate, the
+#      latency and the backlog into the scenario's origin fields (the lines say where each comes
 #      from, each hub's rate and steady part; kraken's held series' reading
 #      is printed beside them, not written), one file per seed
 #      (calibrated-SEED.yaml, kept in the work folder with KEEP=1).
@@ -91,7 +96,8 @@
 #      same seeds and prints each run's figures, then the means side by
 #      side: each hub's share of the sessions at the end, the peak error
 #      rate (failed over attempts, whole seconds from the drop with at least
-#      N/100 attempts), the time until 99 % of the dropped devices are back,
+#      N/100 attempts), the time from the drop until 99 % of the dropped
+#      devices are back (kraken's since_99_ms, from the storm's start),
 #      and the attempts per dropped device, with the ratio sim/kraken and
 #      whether it is within 10 %; then any kraken failure the sim does not
 #      account for. It exits 1 when a figure is off target.
@@ -284,7 +290,7 @@ for s in $SEEDS; do
 	files+=("$work/kraken-$s.json")
 	seeds="${seeds:+$seeds,}$s"
 done
-grep -E 'max_new_per_second|handshake_latency|backlog' "$work/calibrated-${SEEDS%% *}.yaml"
+grep -E 'max_new_per_second|handshake_latency|backlog|teardown_per_second' "$work/calibrated-${SEEDS%% *}.yaml"
 rc=0
 "$work/calibrate" compare -scenario "$work/calibrated-${SEEDS%% *}.yaml" -seeds "$seeds" "${files[@]}" || rc=$?
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -30,6 +30,11 @@ type Inputs struct {
 	// cross-check printed beside the inputs and written nowhere (it lags
 	// the hubs by kraken's teardown of the dropped sessions).
 	Held map[string]Steady
+	// Teardown is each origin's teardown part after the same drop, by
+	// node id (teardown.go); nil when it could not be read, and
+	// NoTeardown says why.
+	Teardown   map[string]Teardown
+	NoTeardown string
 	// HandshakeLatency is the median time from the start of an attempt
 	// (its TCP connect) to its Welcome over the idle pass: a trickle of
 	// devices that never find a queue.
@@ -56,6 +61,47 @@ func (in Inputs) Rate() (mean, spread float64) {
 		spread = max(spread, math.Abs(s.Rate()-mean)/mean)
 	}
 	return mean, spread
+}
+
+// TeardownRate is the mean of the origins' teardown rates when doing
+// nothing else (Teardown.Alone at each one's steady rate), and the
+// largest relative distance of one from it; 0 when none was read.
+func (in Inputs) TeardownRate() (mean, spread float64) {
+	if len(in.Teardown) == 0 {
+		return 0, 0
+	}
+	alone := map[string]float64{}
+	for n, td := range in.Teardown {
+		alone[n] = td.Alone(in.Steady[n].Rate())
+		mean += alone[n]
+	}
+	mean /= float64(len(alone))
+	for _, a := range alone {
+		spread = max(spread, math.Abs(a-mean)/mean)
+	}
+	return mean, spread
+}
+
+// TeardownLine says what the teardown reading was, origin by origin
+// ("hub-1 ended 16700: 3900/s over 0.10-3.52 s after the drop, 650
+// set-ups/s meanwhile: 4700/s alone, ..."), or why there is none.
+func (in Inputs) TeardownLine() string {
+	if len(in.Teardown) == 0 {
+		return "not measured: " + in.NoTeardown
+	}
+	var b strings.Builder
+	mean, spread := in.TeardownRate()
+	fmt.Fprintf(&b, "%.1f sessions ended/s per hub alone (spread %.1f %%: ", mean, 100*spread)
+	for i, n := range slices.Sorted(maps.Keys(in.Teardown)) {
+		td := in.Teardown[n]
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		d := (td.To - td.From).Seconds()
+		fmt.Fprintf(&b, "%s cut %d, %.0f/s over %.2f-%.2f s with %.0f set-ups/s meanwhile: %.0f/s alone", n, td.Cut, td.Observed(), td.From.Seconds(), td.To.Seconds(), td.SetUp/d, td.Alone(in.Steady[n].Rate()))
+	}
+	b.WriteString(")")
+	return b.String()
 }
 
 // Each is the origins' rates and steady parts in node-id order, as the
@@ -118,9 +164,20 @@ func field(key string) *regexp.Regexp {
 	return re
 }
 
+// teardownValue is the teardown_per_second line's value: the measured
+// rate, or, when none was read, why, with out true: the key is then
+// commented out (ending a session is free in the sim).
+func teardownValue(in Inputs) (string, bool) {
+	mean, spread := in.TeardownRate()
+	if mean <= 0 {
+		return "not measured (ending a session is free): " + in.NoTeardown, true
+	}
+	return fmt.Sprintf("%.1f # measured: the mean over %d origins of the rate each ends sessions at alone, from its open sessions less its Welcomes since the drop (read every %v), a tenth to nine tenths of what the drop cut, over 1 - its set-ups meanwhile / its steady rate (spread %.1f %%)", mean, len(in.Teardown), in.Every, 100*spread), false
+}
+
 // Apply writes in into the scenario text src (a file with one origin
-// group whose max_new_per_second, handshake_latency and backlog keys are
-// each on a line of their own) at seed, and returns the new text, checked
+// group whose max_new_per_second, handshake_latency, backlog and
+// teardown_per_second keys are each on a line of their own) at seed, and returns the new text, checked
 // by the scenario decoder. The file's comments stay; the lines changed say
 // where their values come from.
 func Apply(name string, src []byte, in Inputs, seed uint64) ([]byte, error) {
@@ -132,14 +189,23 @@ func Apply(name string, src []byte, in Inputs, seed uint64) ([]byte, error) {
 		return nil, errors.New("calibrate: no measured handshake latency to write")
 	}
 	out := src
-	for _, kv := range []struct{ key, value string }{
-		{"max_new_per_second", fmt.Sprintf("%.1f # measured: the mean over %d origins of each one's rate over the steady part of a herd, from its own count of the sessions it set up (read every %v), a tenth to nine tenths of what it took back, times after the drop (%s; spread %.1f %%)", rate, len(in.Steady), in.Every, in.Each(), 100*spread)},
-		{"handshake_latency", fmt.Sprintf("%v # measured: the median Welcome latency of an idle trickle", in.HandshakeLatency.Round(10*time.Microsecond))},
-		{"backlog", strconv.FormatInt(in.Backlog, 10) + " # what the origins queue (0: unbounded), from what they are"},
+	td, tdOut := teardownValue(in)
+	for _, kv := range []struct {
+		key, value string
+		out        bool // comment the line out, value saying why
+	}{
+		{"max_new_per_second", fmt.Sprintf("%.1f # measured: the mean over %d origins of each one's rate over the steady part of a herd, from its own count of the sessions it set up (read every %v), a tenth to nine tenths of what it took back, times after the drop (%s; spread %.1f %%)", rate, len(in.Steady), in.Every, in.Each(), 100*spread), false},
+		{"handshake_latency", fmt.Sprintf("%v # measured: the median Welcome latency of an idle trickle", in.HandshakeLatency.Round(10*time.Microsecond)), false},
+		{"backlog", strconv.FormatInt(in.Backlog, 10) + " # what the origins queue (0: unbounded), from what they are", false},
+		{"teardown_per_second", td, tdOut},
 	} {
 		re := field(kv.key)
 		if n := len(re.FindAllIndex(out, -1)); n != 1 {
 			return nil, fmt.Errorf("calibrate: %s has %d lines %q, want one (one origin group, a key per line)", name, n, kv.key+":")
+		}
+		if kv.out {
+			out = regexp.MustCompile(`(?m)^([ \t]+)`+kv.key+`:.*$`).ReplaceAll(out, []byte("${1}# "+kv.key+" "+kv.value))
+			continue
 		}
 		out = re.ReplaceAll(out, []byte("${1}"+kv.value))
 	}

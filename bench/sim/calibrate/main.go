@@ -142,6 +142,7 @@ func inputsCmd(args []string, out io.Writer) error {
 	rate, spread := in.Rate()
 	fmt.Fprintf(out, "inputs: %.1f new sessions/s per hub (spread %.1f %%: %s after the drop, from each hub's count of sessions set up, read every %v), handshake latency %v (median of %d Welcomes), backlog %d -> %s\n",
 		rate, 100*spread, in.Each(), in.Every, in.HandshakeLatency, idle.Latency.Welcome.Count(), in.Backlog, *dst)
+	fmt.Fprintf(out, "inputs: teardown %s\n", in.TeardownLine())
 	fmt.Fprintf(out, "cross-check, kraken's held series of the herd (it counts a dropped session until kraken has handled its close): %s after kraken's drop\n", in.CrossCheck())
 	return nil
 }
@@ -165,7 +166,15 @@ func Measure(herd *kraken.Result, opens *Samples, idle *kraken.Result) (Inputs, 
 	if err != nil {
 		return Inputs{}, err
 	}
-	return Inputs{Steady: steady, Every: opens.Every, Held: held, HandshakeLatency: lat}, nil
+	in := Inputs{Steady: steady, Every: opens.Every, Held: held, HandshakeLatency: lat}
+	// A teardown too quick for the readings (a small herd) is not an
+	// error: the file then says why it has no teardown rate.
+	if td, after, err := MeasureTeardowns(opens, herd.Storms[0].Share, steady); err != nil {
+		in.NoTeardown = err.Error()
+	} else {
+		in.Teardown, in.Steady = td, after
+	}
+	return in, nil
 }
 
 func readSamples(path string) (*Samples, error) {

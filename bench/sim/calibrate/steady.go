@@ -123,17 +123,25 @@ type Steady struct {
 	// Took is the herd the origin took back: the sessions it set up from
 	// the drop to the end of the readings.
 	Took int64
+	// Part is the share of Took the origin set up from From to To; 0
+	// means the eight tenths from a tenth to nine tenths. A part that
+	// starts at the end of the origin's teardown instead (teardown.go)
+	// sets it.
+	Part float64
 }
 
-// Rate is the origin's admission rate in new sessions per second: the
-// eight tenths of Took over the steady part; 0 when the part has no
-// length.
+// Rate is the origin's admission rate in new sessions per second: its
+// share of Took over the steady part; 0 when the part has no length.
 func (s Steady) Rate() float64 {
 	d := (s.To - s.From).Seconds()
 	if d <= 0 {
 		return 0
 	}
-	return (steadyTo - steadyFrom) * float64(s.Took) / d
+	part := s.Part
+	if part == 0 {
+		part = steadyTo - steadyFrom
+	}
+	return part * float64(s.Took) / d
 }
 
 // MeasureRates reads each hub's steady part from opens, its readings over
@@ -163,32 +171,9 @@ func MeasureRates(opens *Samples, share float64) (map[string]Steady, error) {
 // steadyOfOpens times the steady part of one hub's readings rs after a
 // drop of share of its sessions.
 func steadyOfOpens(rs []Sample, share float64) (Steady, error) {
-	if len(rs) < 2 {
-		return Steady{}, fmt.Errorf("too few readings (%d) to hold a herd", len(rs))
-	}
-	for i := 1; i < len(rs); i++ {
-		if rs[i].At <= rs[i-1].At {
-			return Steady{}, fmt.Errorf("reading %d at %v is not after the one before (%v)", i, rs[i].At, rs[i-1].At)
-		}
-		if rs[i].Welcomes < rs[i-1].Welcomes {
-			return Steady{}, fmt.Errorf("its Welcomes fell from %d to %d at %v (did it restart?)", rs[i-1].Welcomes, rs[i].Welcomes, rs[i].At)
-		}
-	}
-	// The drop: b is the last reading at the most sessions held before
-	// they first fell by more than dropFall of what the drop cuts.
-	b, most := 0, rs[0].Open
-	fell := false
-	for i := 1; i < len(rs); i++ {
-		if float64(most-rs[i].Open) > max(1, dropFall*share*float64(most)) {
-			fell = true
-			break
-		}
-		if rs[i].Open >= most {
-			b, most = i, rs[i].Open
-		}
-	}
-	if !fell {
-		return Steady{}, fmt.Errorf("its open sessions (at most %d) never fell by a hundredth of the drop's share %v: the readings do not hold the drop", most, share)
+	b, err := dropReading(rs, share)
+	if err != nil {
+		return Steady{}, err
 	}
 	base, final := rs[b].Welcomes, rs[len(rs)-1].Welcomes
 	took := final - base
@@ -215,6 +200,34 @@ func steadyOfOpens(rs []Sample, share float64) (Steady, error) {
 			took, from.Seconds(), to.Seconds(), span.Seconds(), 1/MaxEnds, dFrom.Seconds(), dTo.Seconds())
 	}
 	return st, nil
+}
+
+// dropReading checks one hub's readings rs (in time order, its Welcomes
+// never falling) and returns the reading that places a drop of share on
+// the hub's clock: the last reading at the most sessions held before they
+// first fell by more than dropFall of what the drop cuts.
+func dropReading(rs []Sample, share float64) (int, error) {
+	if len(rs) < 2 {
+		return 0, fmt.Errorf("too few readings (%d) to hold a herd", len(rs))
+	}
+	for i := 1; i < len(rs); i++ {
+		if rs[i].At <= rs[i-1].At {
+			return 0, fmt.Errorf("reading %d at %v is not after the one before (%v)", i, rs[i].At, rs[i-1].At)
+		}
+		if rs[i].Welcomes < rs[i-1].Welcomes {
+			return 0, fmt.Errorf("its Welcomes fell from %d to %d at %v (did it restart?)", rs[i-1].Welcomes, rs[i].Welcomes, rs[i].At)
+		}
+	}
+	b, most := 0, rs[0].Open
+	for i := 1; i < len(rs); i++ {
+		if float64(most-rs[i].Open) > max(1, dropFall*share*float64(most)) {
+			return b, nil
+		}
+		if rs[i].Open >= most {
+			b, most = i, rs[i].Open
+		}
+	}
+	return 0, fmt.Errorf("its open sessions (at most %d) never fell by a hundredth of the drop's share %v: the readings do not hold the drop", most, share)
 }
 
 // KrakenHeld reads each origin's return from herd's per-origin held
