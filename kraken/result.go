@@ -245,28 +245,24 @@ func newResult(name string) *Result {
 // BackWithin returns the time until share (in (0, 1]) of the storm's
 // dropped devices were back, and false when fewer came back.
 func (s *Storm) BackWithin(share float64) (time.Duration, bool) {
-	if s.Dropped == 0 {
-		return 0, false
-	}
-	rank := int64(math.Ceil(share*float64(s.Dropped) - 1e-9))
-	rank = max(rank, 1)
-	return rankOf(s.BackAfter, rank, s.Back)
+	return s.within(s.BackAfter, share)
 }
 
 // SinceWithin is BackWithin from the storm's start (BackSince); false
 // also for a result without BackSince (written before it existed).
 func (s *Storm) SinceWithin(share float64) (time.Duration, bool) {
-	if s.Dropped == 0 || s.BackSince == nil {
-		return 0, false
-	}
-	rank := int64(math.Ceil(share*float64(s.Dropped) - 1e-9))
-	return rankOf(s.BackSince, max(rank, 1), s.Back)
+	return s.within(s.BackSince, share)
 }
 
-// rankOf is the rank-th smallest time of h, the histogram of the back
-// devices back: quantile rank/back of it.
-func rankOf(h *Histogram, rank, back int64) (time.Duration, bool) {
-	if rank > back || h.Count() == 0 {
+// within is the time of h, a histogram of the devices back, by which
+// share of the dropped were back: its rank-th smallest time, quantile
+// rank/back of it.
+func (s *Storm) within(h *Histogram, share float64) (time.Duration, bool) {
+	if s.Dropped == 0 || h == nil || h.Count() == 0 {
+		return 0, false
+	}
+	rank := max(int64(math.Ceil(share*float64(s.Dropped)-1e-9)), 1)
+	if rank > s.Back {
 		return 0, false
 	}
 	return h.Quantile(100 * float64(rank) / float64(h.Count())), true

@@ -83,8 +83,8 @@ func (in Inputs) TeardownRate() (mean, spread float64) {
 }
 
 // TeardownLine says what the teardown reading was, origin by origin
-// ("hub-1 ended 16700: 3900/s over 0.10-3.52 s after the drop, 650
-// set-ups/s meanwhile: 4700/s alone, ..."), or why there is none.
+// ("hub-1 cut 16592, 2098/s over 0.48-6.81 s with 411 set-ups/s
+// meanwhile: 2209/s alone, ..."), or why there is none.
 func (in Inputs) TeardownLine() string {
 	if len(in.Teardown) == 0 {
 		return "not measured: " + in.NoTeardown
@@ -177,8 +177,8 @@ func teardownValue(in Inputs) (string, bool) {
 
 // Apply writes in into the scenario text src (a file with one origin
 // group whose max_new_per_second, handshake_latency, backlog and
-// teardown_per_second keys are each on a line of their own) at seed, and returns the new text, checked
-// by the scenario decoder. The file's comments stay; the lines changed say
+// teardown_per_second keys are each on a line of their own) at seed, and
+// returns the new text, checked by the scenario decoder. The file's comments stay; the lines changed say
 // where their values come from.
 func Apply(name string, src []byte, in Inputs, seed uint64) ([]byte, error) {
 	rate, spread := in.Rate()

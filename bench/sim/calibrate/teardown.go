@@ -45,8 +45,7 @@ type Teardown struct {
 	// drop cut that the hub still held had fallen by a tenth and by nine
 	// tenths of Cut (interpolated between readings).
 	From, To time.Duration
-	// Cut is what the drop cut: the most sessions held at the drop less
-	// the fewest of them the hub held after it.
+	// Cut is what the drop cut: its share of the sessions held at it.
 	Cut int64
 	// SetUp is the sessions the hub set up from From to To
 	// (interpolated).
@@ -152,6 +151,9 @@ func teardownOfOpens(rs []Sample, share float64, st Steady) (Teardown, Steady, e
 	if to > st.From {
 		// The steady part from the teardown's end: what the hub set up
 		// from then to nine tenths of what it took back.
+		// Its ends: the teardown's end (interval dTo) and nine tenths,
+		// within a reading interval (the first one's length stands for
+		// it).
 		st.Part = (steadyTo*float64(st.Took) - welcomes(to)) / float64(st.Took)
 		st.From = to
 		if span := st.To - st.From; st.Part <= 0 || span <= 0 || float64(dTo+rs[1].At-rs[0].At) > MaxEnds*float64(span) {
