@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,10 +22,16 @@ import (
 
 // fakeHub is a scripted server side of the session protocol: it accepts
 // connections, answers the upgrade and hands each connection to script.
+// It holds every connection until the test ends: a net.Conn nothing
+// refers to is closed by its finalizer at the next GC, which the device
+// would see as a cut (the test's flake in CI, reproduced with GOGC=1).
 type fakeHub struct {
 	ln    net.Listener
 	codec *wire.Codec
 	conns chan *fakeConn
+
+	mu   sync.Mutex
+	held []net.Conn
 }
 
 type fakeConn struct {
@@ -42,7 +49,14 @@ func startFakeHub(t *testing.T) *fakeHub {
 	}
 	codec, _ := wire.NewCodec(wire.FormatProto, wire.Config{})
 	h := &fakeHub{ln: ln, codec: codec, conns: make(chan *fakeConn, 8)}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() {
+		ln.Close()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, c := range h.held {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -58,6 +72,9 @@ func startFakeHub(t *testing.T) *fakeHub {
 func (h *fakeHub) url() string { return "ws://" + h.ln.Addr().String() + "/v1/ws" }
 
 func (h *fakeHub) upgrade(c net.Conn) {
+	h.mu.Lock()
+	h.held = append(h.held, c)
+	h.mu.Unlock()
 	r := bufio.NewReader(c)
 	req, err := http.ReadRequest(r)
 	if err != nil {
