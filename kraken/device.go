@@ -91,8 +91,9 @@ type device struct {
 	timer     *time.Timer
 	retry     backoff.Backoff
 	rnd       devRand
-	storm     int16 // storm whose drop the device is recovering from; -1 none
-	pending   int16 // storm that is cutting the device now; -1 none
+	storm     int16     // storm whose drop the device is recovering from; -1 none
+	pending   int16     // storm that is cutting the device now; -1 none
+	cutAt     time.Time // when kraken cut it for pending
 	downAt    time.Time
 	tries     int32 // attempts since the drop
 	chans     []chanPos
@@ -102,12 +103,10 @@ type device struct {
 
 // schedule arms the device's timer to call f after d.
 func (d *device) schedule(delay time.Duration, f func()) {
-	if d.timer == nil {
-		d.timer = time.AfterFunc(delay, f)
-		return
+	if d.timer != nil {
+		d.timer.Stop()
 	}
-	d.timer.Stop()
-	d.timer = time.AfterFunc(delay, f)
+	d.timer = d.r.afterFunc(delay, f)
 }
 
 // attempt starts a connection attempt.
@@ -412,15 +411,22 @@ func (d *device) ended(w conn, reason string, cl wire.Close) {
 	d.r.poisonLost(d, time.Now())
 	d.leftOrigin()
 	d.r.lastLoss.Store(time.Now().UnixNano())
+	// A device loses its session when its network does, not when this
+	// process gets round to the socket: under a drop of 50,000 the event
+	// loop handles the last close 1-2 s after the cut. A session kraken cut
+	// is therefore down from the cut, and its backoff runs from then.
+	now := time.Now()
+	down := now
 	storm := d.pending
 	if storm < 0 {
 		storm = d.r.latestStorm()
 	} else {
 		d.r.cutting.Add(-1)
+		down = d.cutAt
 	}
 	d.pending = -1
 	if storm >= 0 && d.storm < 0 {
-		d.storm, d.downAt, d.tries = storm, time.Now(), 0
+		d.storm, d.downAt, d.tries = storm, down, 0
 		d.r.recovering.Add(1)
 		d.r.rec.dropped(int(storm), int(d.prio))
 	}
@@ -433,7 +439,7 @@ func (d *device) ended(w conn, reason string, cl wire.Close) {
 			d.r.recovering.Add(-1)
 		}
 	} else {
-		d.schedule(d.retry.NextAfterWithin(cl.RetryAfter, cl.RetryWithin), d.attempt)
+		d.schedule(max(0, d.retry.NextAfterWithin(cl.RetryAfter, cl.RetryWithin)-now.Sub(down)), d.attempt)
 	}
 	d.mu.Unlock()
 	d.r.rec.disconnect(reason, int(d.prio))
@@ -452,6 +458,7 @@ func (d *device) drop(s int16) bool {
 	}
 	if d.pending < 0 {
 		d.r.cutting.Add(1) // until ended sees the cut
+		d.cutAt = time.Now()
 	}
 	d.pending = s
 	w := d.conn

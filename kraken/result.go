@@ -133,9 +133,10 @@ type Storm struct {
 	// BackSince holds, per device back, the time from the storm's start
 	// (the moment its process began it) to its Welcome: the fleet's curve
 	// after the storm, as the simulator counts it. It differs from
-	// BackAfter by the time each device took to see its loss (for a drop,
-	// until this process had handled the close: seconds under a large
-	// herd on a loaded machine) and by a drop spread over its `over`.
+	// BackAfter by the time until each device lost its session (for a
+	// drop, until this process cut it: the drop loop takes a while under a
+	// large herd; for a server's close, until the close was read) and by
+	// a drop spread over its `over`.
 	BackSince *Histogram `json:"back_since"`
 	// AttemptsToBack counts the devices back by the attempts they needed
 	// ("1", "2", ...).

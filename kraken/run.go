@@ -83,6 +83,8 @@ type runner struct {
 	latest                               atomic.Int32 // the latest storm fired, -1 before any
 	stopped                              atomic.Bool
 
+	afterFunc func(time.Duration, func()) *time.Timer // time.AfterFunc; a test's to see the delays
+
 	dialMu sync.RWMutex // held to start a dial; taken to stop starting them
 
 	epochMu sync.Mutex
@@ -220,7 +222,8 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 	r := &runner{
 		cfg: cfg, pl: pl, codec: codec, connectTimeout: pl.connectTimeout, roots: k.roots,
 		rec: &recorder{res: newResult(pl.name)}, epochs: map[string]string{}, ended: make(chan struct{}), nodes: map[string]*originCount{},
-		events: int64(len(pl.waves) + len(pl.storms) + len(pl.publishes)),
+		events:    int64(len(pl.waves) + len(pl.storms) + len(pl.publishes)),
+		afterFunc: time.AfterFunc,
 	}
 	r.rec.start.Store(time.Now().Add(100 * 365 * 24 * time.Hour).UnixNano()) // warm-up: outside the series
 	r.latest.Store(-1)

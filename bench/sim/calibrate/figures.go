@@ -82,8 +82,8 @@ func FromKraken(r *kraken.Result) (Figures, error) {
 		return f, errors.New("calibrate: the kraken drop cut no session")
 	}
 	// From the storm's start, as the sim counts it: kraken's back_99_ms
-	// counts each device from the moment kraken handled its close, which
-	// under a drop of 50,000 on this machine comes seconds after the drop.
+	// counts each device from its own cut, and the drop loop reaches the
+	// last of 50,000 a while after the storm's start.
 	if s.BackSince == nil {
 		return f, errors.New("calibrate: the kraken result has no back_since (a kraken from before it): run it again")
 	}
