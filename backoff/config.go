@@ -91,6 +91,22 @@ func DefaultConfig() Config {
 	return c
 }
 
+// Envelope returns c with the base and cap a server advertised (corral's
+// Welcome hints reconnect_base_ms and reconnect_cap_ms) in place of c's,
+// each when above 0, and the cap raised to the base if below it: the
+// server knows how many clients it can take back how fast. c should have
+// its defaults filled (WithDefaults), so that a zero means "no hint".
+func (c Config) Envelope(base, cap time.Duration) Config {
+	if base > 0 {
+		c.Base = base
+	}
+	if cap > 0 {
+		c.Cap = cap
+	}
+	c.Cap = max(c.Cap, c.Base)
+	return c
+}
+
 // WithDefaults returns c with every zero field replaced by the policy's
 // default, or the first error Validate would report.
 func (c Config) WithDefaults() (Config, error) {

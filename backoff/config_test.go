@@ -134,3 +134,23 @@ max_hint: 10m
 		t.Error("unknown key base_delay decoded without error")
 	}
 }
+
+// TestEnvelope: a server's base and cap replace the configured ones when
+// above 0, and a cap below the base is raised to it.
+func TestEnvelope(t *testing.T) {
+	c := Config{Policy: PolicyFull, Base: time.Second, Cap: 5 * time.Second}
+	for _, tc := range []struct {
+		base, cap, wantBase, wantCap time.Duration
+	}{
+		{0, 0, time.Second, 5 * time.Second},
+		{700 * time.Millisecond, 0, 700 * time.Millisecond, 5 * time.Second},
+		{0, 20 * time.Millisecond, time.Second, time.Second},
+		{9 * time.Second, 0, 9 * time.Second, 9 * time.Second},
+		{100 * time.Millisecond, 2 * time.Second, 100 * time.Millisecond, 2 * time.Second},
+	} {
+		got := c.Envelope(tc.base, tc.cap)
+		if got.Base != tc.wantBase || got.Cap != tc.wantCap || got.Policy != PolicyFull {
+			t.Errorf("Envelope(%v, %v) = base %v cap %v policy %s, want %v %v full", tc.base, tc.cap, got.Base, got.Cap, got.Policy, tc.wantBase, tc.wantCap)
+		}
+	}
+}

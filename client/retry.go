@@ -22,14 +22,6 @@ func newRetry(cfg Config, hints *corralv1.ServerHints, rnd backoff.Rand) (*backo
 	if err != nil {
 		return nil, err
 	}
-	if base := hints.GetReconnectBaseMs(); base > 0 {
-		bc.Base = time.Duration(base) * time.Millisecond
-	}
-	if hcap := hints.GetReconnectCapMs(); hcap > 0 {
-		bc.Cap = time.Duration(hcap) * time.Millisecond
-	}
-	if bc.Cap < bc.Base {
-		bc.Cap = bc.Base
-	}
+	bc = bc.Envelope(time.Duration(hints.GetReconnectBaseMs())*time.Millisecond, time.Duration(hints.GetReconnectCapMs())*time.Millisecond)
 	return backoff.NewBackoff(bc, rnd)
 }

@@ -95,7 +95,9 @@ type device struct {
 	pending   int16     // storm that is cutting the device now; -1 none
 	cutAt     time.Time // when kraken cut it for pending
 	downAt    time.Time
-	tries     int32 // attempts since the drop
+	tries     int32  // attempts since the drop
+	envBase   uint32 // the reconnect envelope of the last Welcome, ms (0: none)
+	envCap    uint32
 	chans     []chanPos
 
 	tickets tickets // its last TLS session (wss, grpcs), outside mu
@@ -267,6 +269,7 @@ func (d *device) welcome(w conn, wl *corralv1.Welcome, now time.Time) {
 		return
 	}
 	d.state = stUp
+	d.envelope(wl.GetHints())
 	d.retry.Reset()
 	lat := now.Sub(d.attemptAt)
 	storm, down, tries := d.storm, d.downAt, d.tries
@@ -284,6 +287,24 @@ func (d *device) welcome(w conn, wl *corralv1.Welcome, now time.Time) {
 		rec.back(int(storm), now, now.Sub(down), int(tries), int(d.prio))
 		d.r.recovering.Add(-1)
 	}
+}
+
+// envelope sets the device's reconnect schedule for the session a
+// Welcome with hints started, as package client does: the base and cap
+// the server advertised (reconnect_base_ms, reconnect_cap_ms) in place of
+// the scenario's, and the scenario's again after a Welcome without them.
+// Called with mu held.
+func (d *device) envelope(h *corralv1.ServerHints) {
+	base, hcap := h.GetReconnectBaseMs(), h.GetReconnectCapMs()
+	if base == d.envBase && hcap == d.envCap {
+		return
+	}
+	c := d.r.backoff.Envelope(time.Duration(base)*time.Millisecond, time.Duration(hcap)*time.Millisecond)
+	b, err := backoff.NewBackoff(c, &d.rnd)
+	if err != nil {
+		return // Envelope keeps a valid Config valid; the schedule stays
+	}
+	d.retry, d.envBase, d.envCap = *b, base, hcap
 }
 
 func (d *device) subscribed(w conn, s *corralv1.Subscribed, now time.Time) {

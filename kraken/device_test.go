@@ -86,3 +86,33 @@ func TestDropCountsFromTheCut(t *testing.T) {
 		t.Errorf("retry after a server's close in %v, want 2s", delays)
 	}
 }
+
+// TestWelcomeSetsTheEnvelope: as package client does, a Welcome that
+// advertises a reconnect base and cap replaces the scenario's (policy none
+// waits its base: the server's 700 ms, not the scenario's 2 s), and a later
+// Welcome without them brings the scenario's schedule back.
+func TestWelcomeSetsTheEnvelope(t *testing.T) {
+	var delays []time.Duration
+	c := &quietConn{}
+	d := heldDevice(t, c, &delays)
+	d.r.backoff = backoff.Config{Policy: "none", Base: 2 * time.Second, Cap: 2 * time.Second}
+	lose := func(hints *corralv1.ServerHints) time.Duration {
+		t.Helper()
+		d.mu.Lock()
+		d.state, d.conn = stHello, c
+		d.mu.Unlock()
+		d.welcome(c, &corralv1.Welcome{NodeId: "n", Hints: hints}, time.Now())
+		delays = delays[:0]
+		d.ended(c, "", wire.Close{Code: wire.CloseGoingAway})
+		if len(delays) != 1 {
+			t.Fatalf("delays %v after a close, want one", delays)
+		}
+		return delays[0]
+	}
+	if got := lose(&corralv1.ServerHints{ReconnectBaseMs: 700, ReconnectCapMs: 700}); got != 700*time.Millisecond {
+		t.Errorf("after a Welcome with base 700 ms: retry in %v, want 700ms", got)
+	}
+	if got := lose(&corralv1.ServerHints{PingIntervalMs: 25000}); got != 2*time.Second {
+		t.Errorf("after a Welcome without an envelope: retry in %v, want the scenario's 2s", got)
+	}
+}

@@ -84,6 +84,7 @@ type runner struct {
 	stopped                              atomic.Bool
 
 	afterFunc func(time.Duration, func()) *time.Timer // time.AfterFunc; a test's to see the delays
+	backoff   backoff.Config                          // the scenario's client.backoff, its defaults filled
 
 	dialMu sync.RWMutex // held to start a dial; taken to stop starting them
 
@@ -257,13 +258,16 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 		}
 		r.tokens = append(r.tokens, toks)
 	}
+	if r.backoff, err = pl.backoff.WithDefaults(); err != nil {
+		return nil, fmt.Errorf("kraken: %w", err)
+	}
 	for i := range pl.devices {
 		if !pl.part.owns(i) {
 			continue
 		}
 		d := &device{r: r, id: int32(i), prio: pl.prio[i], tenant: uint16(i % pl.tenants), storm: -1, pending: -1, chans: make([]chanPos, pl.channels)}
 		d.rnd = devRand{s: pl.seed*0x9e3779b97f4a7c15 + uint64(i)}
-		b, err := backoff.NewBackoff(pl.backoff, &d.rnd)
+		b, err := backoff.NewBackoff(r.backoff, &d.rnd)
 		if err != nil {
 			return nil, fmt.Errorf("kraken: %w", err)
 		}
