@@ -58,7 +58,8 @@ type Config struct {
 	// Drain paces the GoAway frames of a graceful shutdown.
 	Drain DrainConfig `yaml:"drain"`
 	// Load publishes the edge's load on NATS for authdns's load feedback
-	// (load.go); off without load.nats.
+	// (load.go), and reads the other edges' with load.share_places; off
+	// without load.nats or Options.NATS.
 	Load LoadConfig `yaml:"load"`
 }
 
@@ -247,6 +248,9 @@ func (c RelayConfig) relayKey() string {
 func (c *Config) Validate() error {
 	if err := c.Load.validate(); err != nil {
 		return err
+	}
+	if c.Load.SharePlaces && !c.Admission.Enabled {
+		return config.Errorf("load.share_places", "edge: load.share_places spaces the handshake limiter's refused: it needs admission.enabled")
 	}
 	if c.Listen == "" && c.GRPCListen == "" {
 		return config.Errorf("listen", "edge: listen and grpc_listen are both empty: no device can connect")

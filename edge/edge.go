@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -36,6 +37,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// NATS, when set, carries the load reports (load) in place of a
+	// connection of the edge's own to load.nats, which may then be
+	// empty. The edge does not close it.
+	NATS *nats.Conn
 }
 
 // Edge is the L7 tier between devices and hubs. Create it with New, then
@@ -64,6 +69,7 @@ type Edge struct {
 	cache    *ReplayCache // nil: replay.disabled
 	up       *upstream
 	adm      admission
+	peers    *peers // the other edges' reports; nil without load.share_places
 	relayKey string
 	tls      *tlsconf.Server  // nil: plaintext
 	upTLS    *tlsconf.Client  // the Relay streams' TLS; nil: plaintext
@@ -120,6 +126,14 @@ func New(cfg Config, opts Options) (*Edge, error) {
 	e.epoch = hex.EncodeToString(b[:])
 	if err := e.adm.init(cfg.Admission, e.sess.HandshakeTimeout); err != nil {
 		return nil, err
+	}
+	if cfg.Load.SharePlaces {
+		if cfg.Load.NATS == "" && opts.NATS == nil {
+			return nil, config.Errorf("load.share_places", "edge: load.share_places needs load.nats (or Options.NATS): the other edges' reports come over NATS")
+		}
+		e.peers = newPeers(e.nodeID, e.now)
+		h := e.adm.handshake
+		h.SetPlaceRate(func(own float64) float64 { return e.peers.placeRate(own, h.Backlog()) })
 	}
 	if cfg.TLS.tlsconf().Enabled() {
 		if e.tls, err = tlsconf.New(cfg.TLS.tlsconf(), tlsconf.Options{Registerer: opts.Registerer, MetricPrefix: "corral_edge_tls", Logger: e.log}); err != nil {
@@ -220,7 +234,7 @@ func (e *Edge) run(ctx context.Context) (err error) {
 		}
 	})
 	wg.Go(func() { e.tickSessions(ctx) })
-	if e.cfg.Load.NATS != "" {
+	if e.cfg.Load.NATS != "" || e.opts.NATS != nil {
 		addr := ws.addrString()
 		if addr == "" {
 			addr = addrString(grpcLn)

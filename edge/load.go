@@ -1,8 +1,12 @@
 package edge
 
 import (
+	"cmp"
 	"context"
+	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/loadreport"
@@ -31,6 +35,16 @@ type LoadConfig struct {
 	// on sessions of its own and refuses none beyond it: this is the
 	// operator's figure. 0, the default, reports the capacity unknown.
 	Capacity int `yaml:"capacity"`
+	// SharePlaces spaces the handshake limiter's refused Hellos at the
+	// edge's share of the fleet's handshake capacity instead of its own
+	// (limit.Limiter.SetPlaceRate): the fleet is this edge and every
+	// other edge whose reports arrive on Subject, the share is the
+	// edge's part of the fleet's backlog (each report carries its
+	// edge's handshake capacity and backlog). Turn it on for
+	// edges whose devices come back to any of them (one DNS answer in
+	// front of shared origins); edges of another pool publish on a
+	// subject of their own. Needs admission.enabled and NATS.
+	SharePlaces bool `yaml:"share_places"`
 }
 
 func (c LoadConfig) validate() error {
@@ -46,25 +60,101 @@ func (c LoadConfig) validate() error {
 	return nil
 }
 
-// publishLoad connects to load.nats and publishes the edge's load
-// reports until ctx ends.
+// publishLoad publishes the edge's load reports on the connection of
+// Options.NATS, or one to load.nats, until ctx ends; with
+// load.share_places it also reads the other edges' reports (peers).
 func (e *Edge) publishLoad(ctx context.Context, addr string) {
 	c := e.cfg.Load
-	nc, err := natsutil.Connect(ctx, natsutil.Config{URL: c.NATS}, "corral-edge-"+e.nodeID, e.log)
-	if err != nil {
-		e.log.Error("load reports: nats", "err", err)
-		return
+	nc := e.opts.NATS
+	if nc == nil {
+		conn, err := natsutil.Connect(ctx, natsutil.Config{URL: c.NATS}, "corral-edge-"+e.nodeID, e.log)
+		if err != nil {
+			e.log.Error("load reports: nats", "err", err)
+			return
+		}
+		defer conn.Close()
+		nc = conn.NC
 	}
-	defer nc.Close()
 	if c.Advertise != "" {
 		addr = c.Advertise
 	}
-	loadreport.Publish(ctx, nc.NC, c.Subject, c.Interval, e.log, func() loadreport.Report {
+	subject := cmp.Or(c.Subject, loadreport.DefaultSubject)
+	if e.peers != nil {
+		sub, err := nc.Subscribe(subject, func(m *nats.Msg) { e.peers.receive(m.Data) })
+		if err != nil {
+			e.log.Error("load reports: subscribe", "subject", subject, "err", err)
+		} else {
+			defer func() { _ = sub.Unsubscribe() }()
+		}
+	}
+	interval := cmp.Or(c.Interval, loadreport.DefaultInterval)
+	loadreport.Publish(ctx, nc, subject, interval, e.log, func() loadreport.Report {
 		st := e.Stats()
 		r := loadreport.Report{Node: e.nodeID, Kind: "edge", Addr: addr, Sessions: st.Sessions, Capacity: c.Capacity, Limit: st.HandshakeLimit, Stage: int(st.Stage)}
-		if e.adm.handshake != nil {
-			r.Inflight = e.adm.handshake.InFlight()
+		if h := e.adm.handshake; h != nil {
+			r.Inflight = h.InFlight()
+			r.Rate, r.Backlog = h.Capacity(), h.Backlog()
 		}
 		return r
 	})
+}
+
+// peers is what an edge with load.share_places knows of the other edges
+// on its load subject: each one's handshake capacity and backlog, from
+// its last report, until three of its intervals pass without one.
+type peers struct {
+	self string
+	now  func() time.Time
+	mu   sync.Mutex
+	m    map[string]peerLoad
+}
+
+type peerLoad struct {
+	rate, backlog float64
+	until         time.Time
+}
+
+func newPeers(self string, now func() time.Time) *peers {
+	return &peers{self: self, now: now, m: make(map[string]peerLoad)}
+}
+
+// receive takes one load report; a hub's, the edge's own and a report
+// that does not decode are ignored.
+func (p *peers) receive(b []byte) {
+	r, err := loadreport.Decode(b)
+	if err != nil || r.Kind != "edge" || r.Node == p.self {
+		return
+	}
+	ttl := 3 * cmp.Or(r.Interval, loadreport.DefaultInterval)
+	p.mu.Lock()
+	p.m[r.Node] = peerLoad{rate: max(r.Rate, 0), backlog: max(r.Backlog, 0), until: p.now().Add(ttl)}
+	p.mu.Unlock()
+}
+
+// placeRate is the rate this edge's refused are served at: the fleet's
+// handshake capacity (own, this edge's, and the fresh peers') times the
+// edge's part of the fleet's backlog, backlog its own (the refusal being
+// placed counted in it: a refusing edge has a part). Spaced so, every
+// edge's places run out together, when the fleet has served them all;
+// each at its own rate, the fleet took the slowest edge's pace once the
+// fastest edge's places ran out. With no fresh peer it is own.
+func (p *peers) placeRate(own, backlog float64) float64 {
+	now := p.now()
+	backlog = max(backlog, 0) + 1
+	sum, all, n := own, backlog, 1
+	p.mu.Lock()
+	for k, r := range p.m {
+		if now.After(r.until) {
+			delete(p.m, k)
+			continue
+		}
+		sum += r.rate
+		all += r.backlog
+		n++
+	}
+	p.mu.Unlock()
+	if n == 1 {
+		return own
+	}
+	return sum * backlog / all
 }

@@ -200,8 +200,15 @@ func (f *Fleet) startEdge(j int) error {
 	if f.opts.Edge != nil {
 		f.opts.Edge(j, &cfg)
 	}
+	// The edges publish their load on the fleet's NATS, and read each
+	// other's with load.share_places.
+	nc, err := natsutil.ConnectEmbedded(f.nats.Members[j%len(f.nats.Members)].Server, name, true)
+	if err != nil {
+		return fmt.Errorf("fleet: %s: nats: %w", name, err)
+	}
+	f.conns = append(f.conns, nc)
 	reg := prometheus.NewRegistry()
-	e, err := edge.New(cfg, edge.Options{Registerer: reg, Logger: f.log.With("part", name)})
+	e, err := edge.New(cfg, edge.Options{Registerer: reg, Logger: f.log.With("part", name), NATS: nc.NC})
 	if err != nil {
 		return fmt.Errorf("fleet: %s: %w", name, err)
 	}

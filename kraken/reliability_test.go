@@ -200,6 +200,7 @@ func TestTenTimesStormWithAdmission(t *testing.T) {
 		Edge: func(_ int, c *edge.Config) {
 			c.Admission.Enabled = true
 			c.Admission.Shedder.Resources.MaxHeap = maxHeap
+			c.Load.SharePlaces = true // one pool: as corral up runs it
 		},
 	})
 	cfg := fleetConfig(t, f)

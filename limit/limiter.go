@@ -77,6 +77,9 @@ type Limiter struct {
 	// the hot path stays a load.
 	emptied atomic.Bool
 	rnd     jitter // RetryAfter's draws
+	// places, when set, is the rate the virtual queue's places are
+	// spaced at, from the node's own capacity (SetPlaceRate).
+	places atomic.Pointer[func(own float64) float64]
 
 	mu         sync.Mutex // guards the flush state below
 	lastSeq    uint32

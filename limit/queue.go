@@ -63,7 +63,22 @@ type waitingRoom struct {
 	// queue that spaces the hints of a refused herd (RetryAfter). Guarded
 	// by mu, drained at the admission rate.
 	promised   [NumPriorities]float64
-	promisedAt int64 // ns since the Limiter's base
+	promisedAt int64   // ns since the Limiter's base
+	servedAt   float64 // the rate the places were last drained at, a second
+}
+
+// drain takes from promised what the node served at rate since
+// promisedAt, highest priority first. Called with r.mu held.
+func (r *waitingRoom) drain(now int64, rate float64) {
+	if dt := time.Duration(now - r.promisedAt).Seconds(); dt > 0 && rate > 0 {
+		served := rate * dt
+		for q := range r.promised {
+			d := min(served, r.promised[q])
+			r.promised[q] -= d
+			served -= d
+		}
+	}
+	r.promisedAt, r.servedAt = now, rate
 }
 
 type waiter struct {
@@ -312,7 +327,16 @@ func (l *Limiter) retryRange(p Priority, take bool, waited time.Duration) (lo, h
 	est := max(rc.Min-max(waited, 0), minHint)
 	if r := l.room; r != nil {
 		c := l.capacity()
-		// Promised places are handed out faster than the node serves,
+		// The places are served at the node's own rate, or at the
+		// rate SetPlaceRate gives for it (a fleet whose refused come
+		// back to any node: its share of the fleet's).
+		pc := c
+		if f := l.places.Load(); f != nil && c > 0 {
+			if v := (*f)(c); v > 0 && !math.IsInf(v, 0) {
+				pc = v
+			}
+		}
+		// Promised places are handed out faster than they are served,
 		// by the spread of the clients' returns above a place: a client
 		// told k/r comes back uniformly within [k/r, (1 + j) k/r], so
 		// devices told k/r (k = 1, 2, ...) arrive at r ln(1 + j) / j a
@@ -320,23 +344,19 @@ func (l *Limiter) retryRange(p Priority, take bool, waited time.Duration) (lo, h
 		// (1.05 c for clients that draw within the window, j = Spread =
 		// 0.1; 1.44 c for clients that add full jitter above a hint, j =
 		// 1).
-		rate := c
+		rate := pc
 		if j := l.clientSpread(); j > 0 {
-			rate = c * j / math.Log1p(j)
+			rate = pc * j / math.Log1p(j)
 		}
 		now := l.nowNs()
 		r.mu.Lock()
 		// The node serves the waiting requests first (they are in the
 		// room), then the promised places, highest priority first.
-		if dt := time.Duration(now - r.promisedAt).Seconds(); dt > 0 && c > 0 {
-			served := rate * dt
-			for q := range r.promised {
-				d := min(served, r.promised[q])
-				r.promised[q] -= d
-				served -= d
-			}
+		if pc > 0 {
+			r.drain(now, rate)
+		} else {
+			r.promisedAt = now
 		}
-		r.promisedAt = now
 		// Requests of p's own priority waiting now are served within
 		// MaxWait or expire into places of their own (promised); the
 		// refused one comes back behind the higher priorities waiting.
@@ -361,6 +381,58 @@ func (l *Limiter) retryRange(p Priority, take bool, waited time.Duration) (lo, h
 	est = min(est, rc.Max)
 	return est, est + time.Duration(rc.Spread*float64(est))
 }
+
+// SetPlaceRate sets the rate, in admissions per second, at which the
+// virtual queue's places are spaced (RetryAfter, RetryWindow): f is
+// given the node's own capacity (Capacity) and returns the rate its
+// refused are served at; a result that is not positive keeps the own.
+// nil, the default, spaces them at the node's own capacity.
+//
+// It is for a fleet of nodes in front of shared origins whose refused
+// work comes back to any of them at random (devices that pick an edge
+// from a DNS answer): each node's places are served by the whole fleet,
+// so each should space its own at its share of the fleet's capacity,
+// the share of its Backlog in the fleet's: then every node's places run
+// out together, when the fleet has served them all.
+// Spaced at each node's own, the fleet admits at the slowest node's
+// pace once the fastest node's places have run out (kraken's 10x storm:
+// two edges whose limits split the origins 89 to 151 placed their
+// refused over 6.0 s and 2.6 s, and the fleet took 90 of its 240 a
+// second for the last seconds). f is called on the refusing goroutine
+// with none of the Limiter's locks held: it must be quick.
+func (l *Limiter) SetPlaceRate(f func(own float64) float64) {
+	if f == nil {
+		l.places.Store(nil)
+		return
+	}
+	l.places.Store(&f)
+}
+
+// Backlog returns the requests waiting in the room plus the places
+// promised to refused ones that the node has not had time to serve
+// (drained at the rate the last hint was spaced by): the work the node
+// has ahead of it. Zero without a waiting room.
+func (l *Limiter) Backlog() float64 {
+	r := l.room
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drain(l.nowNs(), r.servedAt)
+	b := float64(r.n.Load())
+	for _, p := range r.promised {
+		b += p
+	}
+	return b
+}
+
+// Capacity returns the node's admissions per second as the waiting room
+// estimates them (the rate its places are spaced at without
+// SetPlaceRate): while the Limiter is full, the rate it admits at while
+// full (BusyRate); else the largest of Rate, BusyRate and the limit over
+// the Limit's latency. Zero when none is known.
+func (l *Limiter) Capacity() float64 { return l.capacity() }
 
 // clientSpread is the spread j of the clients' returns above a place:
 // ClientSpread, or the window's own (Retry.Spread) when they draw within

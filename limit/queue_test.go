@@ -552,3 +552,87 @@ func TestRateOfSlowWork(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestPlaceRateSpacesThePlaces: a Limiter told that its refused are
+// served at three times its own capacity (SetPlaceRate: its share of a
+// fleet's) spaces 1,000 refusals over a third of the time; the rate is
+// given the Limiter's own capacity, and a rate that is not positive, or
+// none, keeps the own spacing.
+func TestPlaceRateSpacesThePlaces(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		factor float64 // the rate SetPlaceRate returns, times the own capacity; 0: none set
+		want   float64 // the spacing against the own capacity's
+	}{{"own", 0, 1}, {"fleet of three", 3, 3}, {"not positive", -1, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Minute})
+				var given float64
+				if tc.factor != 0 {
+					l.SetPlaceRate(func(own float64) float64 { given = own; return own * tc.factor })
+				}
+				stop := closedLoop(t, l, 10, 10*time.Millisecond)
+				time.Sleep(3 * time.Second)
+				first, _ := l.RetryRange(P2)
+				c := l.Capacity()
+				for range 1000 {
+					l.RetryWindow(P2)
+				}
+				last, _ := l.RetryRange(P2)
+				j := l.clientSpread()
+				want := time.Duration(1000 / (c * tc.want * j / math.Log1p(j)) * float64(time.Second))
+				if d := last - first; d < want*9/10 || d > want*11/10 {
+					t.Errorf("1,000 refusals at a capacity of %.0f/s moved the hint by %v; want %v", c, d, want)
+				}
+				if tc.factor != 0 && (given < c*0.9 || given > c*1.1) {
+					t.Errorf("the place rate was given %.0f/s; want the own capacity, %.0f/s", given, c)
+				}
+				stop()
+				time.Sleep(time.Second)
+				synctest.Wait()
+			})
+		})
+	}
+}
+
+// TestBacklog: the Backlog is the requests waiting plus the places
+// promised and not yet served: 1,000 refusals read 1,000, and they drain
+// at the rate their places were spaced by (half of them after half the
+// time the node needs for them); without a room it is 0.
+func TestBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Minute})
+		stop := closedLoop(t, l, 10, 10*time.Millisecond)
+		time.Sleep(3 * time.Second)
+		if b := l.Backlog(); b != 0 {
+			t.Fatalf("backlog %v before any refusal", b)
+		}
+		for range 1000 {
+			l.RetryWindow(P2)
+		}
+		if b := l.Backlog(); b < 999 || b > 1001 {
+			t.Fatalf("backlog %v after 1,000 refusals", b)
+		}
+		j := l.clientSpread()
+		half := time.Duration(500 / (l.Capacity() * j / math.Log1p(j)) * float64(time.Second))
+		time.Sleep(half)
+		if b := l.Backlog(); b < 450 || b > 550 {
+			t.Fatalf("backlog %v after %v, half the time 1,000 places need; want about 500", b, half)
+		}
+		stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+	})
+	f, err := NewFixed(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLimiter(LimiterConfig{Limit: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.RetryWindow(P2)
+	if b := l.Backlog(); b != 0 {
+		t.Fatalf("backlog %v without a waiting room", b)
+	}
+}

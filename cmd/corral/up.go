@@ -114,8 +114,10 @@ func runUp(ctx context.Context, g *globals, f upFlags) error {
 	}, fleet.Options{Logger: log,
 		// The hubs' overload control (admission and staged shedding) and
 		// the edges' adaptive admission, which the dashboard charts.
-		Hub:  func(_ int, c *hub.Config, _ *hub.Options) { c.Overload.Enabled = f.admission },
-		Edge: func(_ int, c *edge.Config) { c.Admission.Enabled = f.admission },
+		Hub: func(_ int, c *hub.Config, _ *hub.Options) { c.Overload.Enabled = f.admission },
+		// The edges are one pool in front of the same hubs: each spaces
+		// its refused at its share of the pool's handshake capacity.
+		Edge: func(_ int, c *edge.Config) { c.Admission.Enabled, c.Load.SharePlaces = f.admission, f.admission },
 	})
 	if err != nil {
 		return fmt.Errorf("up: %w", err)

@@ -41,6 +41,13 @@ type Report struct {
 	// Limit 0: no limiter.
 	Inflight int `json:"inflight"`
 	Limit    int `json:"limit"`
+	// Rate is the admissions per second the origin's limiter estimates
+	// it serves (an edge's handshakes: limit.Limiter.Capacity), Backlog
+	// the work ahead of it (limit.Limiter.Backlog: waiting, and places
+	// promised to refused work). An edge with load.share_places spaces
+	// its refused by its peers' (edge/load.go). 0: unknown or none.
+	Rate    float64 `json:"rate,omitempty"`
+	Backlog float64 `json:"backlog,omitempty"`
 	// Stage is the shedding stage (package limit's Stage, 0 normal to 5
 	// lifeboat).
 	Stage int `json:"stage"`
