@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -181,7 +180,7 @@ func TestProcessesSignalAndUnhealthy(t *testing.T) {
 	if err := p.Drain(ctx, 2); err == nil {
 		t.Error("a drain of 2 origins with 1 left was carried out")
 	}
-	_ = syscall.Kill(procs[2].Process.Pid, syscall.SIGCONT)
+	_ = sendSignal(procs[2].Process.Pid, sigCont)
 	if err := os.Remove(pidFile); err != nil {
 		t.Fatal(err)
 	}
