@@ -7,30 +7,40 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/internal/loadreport"
 	"github.com/corralhq/corral/internal/natsutil"
 	"github.com/corralhq/corral/limit"
 )
 
-// TestLoadReports: with load.nats set, the edge publishes its load
-// (kind edge, its WebSocket address, sessions, the handshake limit of its
-// admission, load.capacity) on the subject at the interval.
-func TestLoadReports(t *testing.T) {
+// loadNATS starts a NATS server for the test and subscribes to subject
+// on a connection of its own; both end with the test.
+func loadNATS(t *testing.T, subject string) (*natsutil.Embedded, *natsutil.Conn, *nats.Subscription) {
+	t.Helper()
 	ns, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ns.Shutdown()
+	t.Cleanup(ns.Shutdown)
 	nc, err := natsutil.ConnectEmbedded(ns.Server, "test", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	sub, err := nc.NC.SubscribeSync("test.load")
+	t.Cleanup(nc.Close)
+	sub, err := nc.NC.SubscribeSync(subject)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ns, nc, sub
+}
+
+// TestLoadReports: with load.nats set, the edge publishes its load
+// (kind edge, its WebSocket address, sessions, the handshake limit of its
+// admission, load.capacity) on the subject at the interval.
+func TestLoadReports(t *testing.T) {
+	ns, _, sub := loadNATS(t, "test.load")
 	h := startHub(t, nil)
 	te := startEdge(t, func(c *Config) {
 		c.Load = LoadConfig{NATS: ns.Server.ClientURL(), Subject: "test.load", Interval: 20 * time.Millisecond, Capacity: 7000}
@@ -109,20 +119,7 @@ func TestPeersPlaceRate(t *testing.T) {
 // carry its handshake capacity; share_places without
 // admission or without NATS is refused, naming the key.
 func TestSharePlaces(t *testing.T) {
-	ns, err := natsutil.StartServer(natsutil.Config{Listen: "127.0.0.1:0"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
-	nc, err := natsutil.ConnectEmbedded(ns.Server, "test", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	sub, err := nc.NC.SubscribeSync("test.load")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, nc, sub := loadNATS(t, "test.load")
 	h := startHub(t, nil)
 	te := startEdge(t, func(c *Config) {
 		c.Load = LoadConfig{NATS: ns.Server.ClientURL(), Subject: "test.load", Interval: 20 * time.Millisecond, SharePlaces: true}
