@@ -35,8 +35,10 @@ type LimiterSnapshot struct {
 	// without a slot (also counted in Rejected).
 	Waiting         int
 	Queued, Expired int64
-	// Rate is the admissions per second (Limiter.Rate).
-	Rate float64
+	// Rate is the admissions per second (Limiter.Rate); Capacity the
+	// rate the waiting room estimates the node serves (Limiter.Capacity)
+	// and Backlog the work ahead of it (Limiter.Backlog).
+	Rate, Capacity, Backlog float64
 	// Algorithm is the Limit's own counters.
 	Algorithm LimitStats
 }
@@ -57,6 +59,8 @@ func (l *Limiter) Snapshot() LimiterSnapshot {
 		Invalid:   l.invalid.Load(),
 		Algorithm: l.lim.Stats(),
 		Rate:      l.Rate(),
+		Capacity:  l.Capacity(),
+		Backlog:   l.Backlog(),
 	}
 	if r := l.room; r != nil {
 		s.Waiting = int(r.n.Load())
@@ -140,7 +144,7 @@ type Collector struct {
 	cfg MetricsConfig
 
 	limit, inflight, ceiling, acquired, rejected, prioRejected *prometheus.Desc
-	waiting, queued, expired                                   *prometheus.Desc
+	waiting, queued, expired, capacity, backlog                *prometheus.Desc
 	stage, admitted, shedRejected, severed                     *prometheus.Desc
 	transitions, latency, readmit                              *prometheus.Desc
 }
@@ -151,7 +155,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 // when set. The metrics are <namespace>_<subsystem>_ followed by: limit,
 // inflight, ceiling{priority}, acquired_total, rejected_total,
 // priority_rejected_total{priority}, waiting, queued_total,
-// queue_expired_total (from the Limiter); stage,
+// queue_expired_total, capacity, backlog (from the Limiter); stage,
 // admitted_total{priority}, shed_rejected_total{priority},
 // severed_total{priority}, stage_transitions_total, latency_seconds (from
 // the Shedder). Every priority's series exists from the first scrape (at
@@ -179,6 +183,8 @@ func NewCollector(cfg MetricsConfig) (*Collector, error) {
 		waiting:      desc("waiting", "Requests in the waiting room, waiting for a slot."),
 		queued:       desc("queued_total", "Requests that waited for a slot in the waiting room."),
 		expired:      desc("queue_expired_total", "Waits that ended without a slot (refused; also in rejected_total)."),
+		capacity:     desc("capacity", "Admissions per second the node serves, as the waiting room estimates them (the places of refused work are spaced by it, or by a rate given for it: Limiter.SetPlaceRate); 0 unknown."),
+		backlog:      desc("backlog", "Work ahead of the node: requests waiting plus places promised to refused work and not yet served."),
 		stage:        desc("stage", "Current shedding stage (0 normal, 1 reject-p2, 2 sever-p2, 3 reject-p1, 4 sever-p1, 5 lifeboat)."),
 		admitted:     desc("admitted_total", "Work admitted by the shedder, by priority.", "priority"),
 		shedRejected: desc("shed_rejected_total", "Work rejected by the shedder, by priority.", "priority"),
@@ -198,7 +204,7 @@ func NewCollector(cfg MetricsConfig) (*Collector, error) {
 // Describe sends the descriptors of the exported metrics.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.cfg.Limiter != nil {
-		for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.ceiling, c.acquired, c.rejected, c.prioRejected, c.waiting, c.queued, c.expired} {
+		for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.ceiling, c.acquired, c.rejected, c.prioRejected, c.waiting, c.queued, c.expired, c.capacity, c.backlog} {
 			ch <- d
 		}
 	}
@@ -230,6 +236,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.waiting, gauge, float64(s.Waiting))
 		ch <- prometheus.MustNewConstMetric(c.queued, counter, float64(s.Queued))
 		ch <- prometheus.MustNewConstMetric(c.expired, counter, float64(s.Expired))
+		ch <- prometheus.MustNewConstMetric(c.capacity, gauge, s.Capacity)
+		ch <- prometheus.MustNewConstMetric(c.backlog, gauge, s.Backlog)
 	}
 	if sh := c.cfg.Shedder; sh != nil {
 		s := sh.Snapshot()

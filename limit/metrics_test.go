@@ -53,18 +53,21 @@ corral_edge_conn_priority_rejected_total{priority="p2"} 1
 corral_edge_conn_admitted_total{priority="p0"} 1
 corral_edge_conn_admitted_total{priority="p1"} 0
 corral_edge_conn_admitted_total{priority="p2"} 1
+# HELP corral_edge_conn_backlog Work ahead of the node: requests waiting plus places promised to refused work and not yet served.
+# TYPE corral_edge_conn_backlog gauge
+corral_edge_conn_backlog 0
 # HELP corral_edge_conn_stage Current shedding stage (0 normal, 1 reject-p2, 2 sever-p2, 3 reject-p1, 4 sever-p1, 5 lifeboat).
 # TYPE corral_edge_conn_stage gauge
 corral_edge_conn_stage 0
 `
 	names := []string{"corral_edge_conn_inflight", "corral_edge_conn_limit", "corral_edge_conn_ceiling", "corral_edge_conn_priority_rejected_total",
-		"corral_edge_conn_admitted_total", "corral_edge_conn_stage"}
+		"corral_edge_conn_admitted_total", "corral_edge_conn_stage", "corral_edge_conn_backlog"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
 	tok.SuccessAt(clock.Now().Add(time.Millisecond))
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 26 {
-		t.Errorf("gathered %d series (err %v), want 26 (13 from the limiter, 13 from the shedder)", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 28 {
+		t.Errorf("gathered %d series (err %v), want 28 (15 from the limiter, 13 from the shedder)", n, err)
 	}
 	if _, err := NewCollector(MetricsConfig{Registerer: reg, Subsystem: "edge_conn", Limiter: lim}); err == nil {
 		t.Error("registering the same metrics twice succeeded")
@@ -95,8 +98,8 @@ func TestCollectorHelpNamesItsLabels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(fams) != 16 {
-			t.Errorf("%d families, want 16", len(fams))
+		if len(fams) != 18 {
+			t.Errorf("%d families, want 18", len(fams))
 		}
 		for _, f := range fams {
 			var names []string
