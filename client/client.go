@@ -258,7 +258,8 @@ func (c *Client) connectRound(ctx context.Context) (conn, error) {
 			return cn, nil
 		}
 		var cl wire.Close
-		if terminal(err) != nil || errors.As(err, &cl) && cl.RetryAfter > 0 || ctx.Err() != nil {
+		errors.As(err, &cl)
+		if !backoff.TryNext(terminal(err) == nil, cl.RetryAfter) || ctx.Err() != nil {
 			// Refused for good, or told when to come back: no other
 			// address now.
 			return nil, err

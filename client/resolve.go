@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
+
+	"github.com/corralhq/corral/backoff"
 )
 
 // target is one entry of Config.Addrs, parsed.
@@ -127,11 +129,11 @@ func lookupIP(ctx context.Context, host string) ([]netip.Addr, error) {
 }
 
 // order returns the endpoints in the order one round of attempts tries
-// them: a uniformly random permutation (so that a fleet spreads over
-// every address from the first resolution, never piling onto the first
-// one) with last, the endpoint of the previous attempt, moved to the end
-// (a session that ended or an attempt that failed goes elsewhere first);
-// or, with inOrder, the list rotated to start at start.
+// them: backoff.Round's (a uniformly random permutation, so that a fleet
+// spreads over every address from the first resolution, never piling onto
+// the first one, with last, the endpoint of the previous attempt, moved to
+// the end: a session that ended or an attempt that failed goes elsewhere
+// first); or, with inOrder, the list rotated to start at start.
 func order(eps []endpoint, inOrder bool, start int, last string) []endpoint {
 	out := make([]endpoint, 0, len(eps))
 	if inOrder {
@@ -140,13 +142,9 @@ func order(eps []endpoint, inOrder bool, start int, last string) []endpoint {
 		}
 		return out
 	}
-	var tail []endpoint
-	for _, j := range rand.Perm(len(eps)) {
-		if eps[j].String() == last {
-			tail = append(tail, eps[j])
-			continue
-		}
+	li := slices.IndexFunc(eps, func(e endpoint) bool { return e.String() == last })
+	for _, j := range backoff.Round(len(eps), li, nil) {
 		out = append(out, eps[j])
 	}
-	return append(out, tail...)
+	return out
 }

@@ -2,6 +2,7 @@ package kraken
 
 import (
 	"encoding/binary"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,9 @@ type device struct {
 	envBase   uint32 // the reconnect envelope of the last Welcome, ms (0: none)
 	envCap    uint32
 	chans     []chanPos
+	round     []endpoint // the endpoints of the round of attempts under way (nil: none)
+	order     []int      // the indexes in round of its attempts still to come (backoff.Round)
+	last      string     // the address of the last attempt: last in the next round
 
 	tickets tickets // its last TLS session (wss, grpcs), outside mu
 }
@@ -126,12 +130,61 @@ func (d *device) attempt() {
 		d.tries++
 	}
 	d.schedule(d.r.connectTimeout, func() { d.timeout(gen) })
+	// The attempt goes to the next endpoint of the round under way, or
+	// begins a round: at once over addresses, after resolving over names
+	// (beginRound, from the dial).
+	var ep endpoint
+	var targets []target
+	if len(d.order) == 0 {
+		var eps []endpoint
+		if targets, eps = d.r.targetsOf(d); eps != nil {
+			targets = nil
+			d.beginRoundLocked(eps)
+		}
+	}
+	if targets == nil {
+		ep = d.nextLocked()
+	}
 	d.mu.Unlock()
 	d.r.poisonAttempt(d, now)
 	d.r.rec.attempt(now)
 	d.r.attempts.Add(1)
-	d.r.dial(d, gen)
+	d.r.dial(d, gen, ep, targets)
 }
+
+// beginRoundLocked begins a round of attempts over eps in the client
+// SDK's order (backoff.Round: a random order, the last attempt's endpoint
+// last). Caller holds mu.
+func (d *device) beginRoundLocked(eps []endpoint) {
+	last := slices.IndexFunc(eps, func(e endpoint) bool { return e.addr == d.last })
+	d.round, d.order = eps, backoff.Round(len(eps), last, &d.rnd)
+}
+
+// nextLocked takes the round's next endpoint for an attempt. Caller holds
+// mu; the round has one left.
+func (d *device) nextLocked() endpoint {
+	ep := d.round[d.order[0]]
+	d.order = d.order[1:]
+	d.last = ep.addr
+	return ep
+}
+
+// beginRound begins the round of attempt gen over the endpoints its
+// targets resolved to and returns the first; false when the attempt is
+// over.
+func (d *device) beginRound(gen uint32, eps []endpoint) (endpoint, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stale(gen) || d.state != stDialing {
+		return endpoint{}, false
+	}
+	d.beginRoundLocked(eps)
+	return d.nextLocked(), true
+}
+
+// endRoundLocked ends the round under way: the next attempt begins one.
+// Caller holds mu.
+func (d *device) endRoundLocked() { d.round, d.order = nil, nil }
 
 // stale reports whether gen is not the current attempt (caller holds mu).
 func (d *device) stale(gen uint32) bool { return gen != d.gen || d.state == stStopped }
@@ -191,7 +244,12 @@ func (d *device) failLocked(reason string, cl wire.Close) {
 	if terminal {
 		d.state = stStopped
 		d.timer.Stop()
+	} else if backoff.TryNext(true, cl.RetryAfter) && len(d.order) > 0 {
+		// The client SDK's round: a failure without a hint goes on to
+		// the round's next endpoint at once.
+		d.schedule(0, d.attempt)
 	} else {
+		d.endRoundLocked()
 		delay = d.retry.NextAfterWithin(cl.RetryAfter, cl.RetryWithin)
 		d.schedule(delay, d.attempt)
 	}
@@ -446,6 +504,7 @@ func (d *device) ended(w conn, reason string, cl wire.Close) {
 		down = d.cutAt
 	}
 	d.pending = -1
+	d.endRoundLocked()
 	if storm >= 0 && d.storm < 0 {
 		d.storm, d.downAt, d.tries = storm, down, 0
 		d.r.recovering.Add(1)

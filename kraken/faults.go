@@ -220,7 +220,10 @@ func (r *runner) move(i int, from, to int) {
 		if int(d.region.Load()) != from {
 			continue
 		}
+		d.mu.Lock()
 		d.region.Store(uint32(to))
+		d.endRoundLocked() // a round under way goes on in the new region
+		d.mu.Unlock()
 		d.drop(int16(i))
 	}
 }

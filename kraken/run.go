@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -57,23 +58,25 @@ func (k *Kraken) Devices() int { return k.pl.part.count(k.pl.devices) }
 
 // runner is the state of a run while it goes on.
 type runner struct {
-	cfg            Config
-	pl             *plan
-	ctx            context.Context
-	eng            *engine
-	codec          *wire.Codec
-	rec            *recorder
-	connectTimeout time.Duration
-	targets        []target
-	regionTargets  [][]target // by region of the plan (Config.Regions)
-	resolver       *net.Resolver
-	roots          *x509.CertPool // the CAs of TLS targets; nil: the system's
-	tokens         [][3]string
-	devices        []*device // this part's, by number
-	link           *agentLink
-	events         int64 // waves, storms and publish streams of the run
-	srcBase        uint32
-	srcN           uint32
+	cfg             Config
+	pl              *plan
+	ctx             context.Context
+	eng             *engine
+	codec           *wire.Codec
+	rec             *recorder
+	connectTimeout  time.Duration
+	targets         []target
+	regionTargets   [][]target   // by region of the plan (Config.Regions)
+	endpoints       []endpoint   // of targets when every one is an address (literals)
+	regionEndpoints [][]endpoint // of regionTargets, by region, likewise
+	resolver        *net.Resolver
+	roots           *x509.CertPool // the CAs of TLS targets; nil: the system's
+	tokens          [][3]string
+	devices         []*device // this part's, by number
+	link            *agentLink
+	events          int64 // waves, storms and publish streams of the run
+	srcBase         uint32
+	srcN            uint32
 
 	held, attempts, recovering, launched atomic.Int64
 	eventsDone                           atomic.Int64 // waves, storms and publish streams finished
@@ -150,13 +153,13 @@ func (r *runner) heldByOrigin() map[string]int64 {
 
 // dial starts attempt gen of d: its set-up runs on its own, whatever
 // the other devices' connects wait for (ws.go, the engine).
-func (r *runner) dial(d *device, gen uint32) {
+func (r *runner) dial(d *device, gen uint32, ep endpoint, targets []target) {
 	r.dialMu.RLock()
 	defer r.dialMu.RUnlock()
 	if r.stopping() {
 		return
 	}
-	r.eng.start(dialJob{dev: d, gen: gen, src: r.source(d.id), timeout: r.connectTimeout})
+	r.eng.start(dialJob{dev: d, gen: gen, src: r.source(d.id), timeout: r.connectTimeout, ep: ep, targets: targets})
 }
 
 // source is the local address of device id's connections.
@@ -166,14 +169,29 @@ func (r *runner) source(id int32) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// pickTarget returns the target of one attempt of d: one of the run's
-// targets (its region's when the run has regions) at random.
-func (r *runner) pickTarget(d *device) target {
-	ts := r.targets
+// targetsOf returns the targets d's rounds go to: the run's, or its
+// region's when the run has regions; and their endpoints when every one
+// is an address (nil when a name must be resolved at each round's start).
+func (r *runner) targetsOf(d *device) ([]target, []endpoint) {
 	if r.regionTargets != nil {
-		ts = r.regionTargets[d.region.Load()]
+		i := d.region.Load()
+		return r.regionTargets[i], r.regionEndpoints[i]
 	}
-	return ts[rand.IntN(len(ts))]
+	return r.targets, r.endpoints
+}
+
+// literals returns the endpoints of ts when every target is an address;
+// nil when one is a name.
+func literals(ts []target) []endpoint {
+	var eps []endpoint
+	for _, t := range ts {
+		ep, ok := t.literal()
+		if !ok {
+			return nil
+		}
+		eps = append(eps, ep)
+	}
+	return eps
 }
 
 // literal returns the endpoint of t when its host is an address (no
@@ -186,25 +204,41 @@ func (t target) literal() (endpoint, bool) {
 	return endpoint{addr: host, host: host, path: t.path, grpc: t.grpc(), tls: t.tls, name: t.host}, true
 }
 
-// endpoint returns the address of an attempt to t: its address, or its
-// name resolved now and one of its addresses at random.
-func (r *runner) endpoint(ctx context.Context, t target) (endpoint, error) {
-	if ep, ok := t.literal(); ok {
-		return ep, nil
+// resolveRound returns the endpoints of one round of attempts to ts, as
+// the client SDK resolves them: an address is itself, a name every
+// address it resolves to now. A name that does not resolve is skipped;
+// the error says why when nothing resolved.
+func (r *runner) resolveRound(ctx context.Context, ts []target) ([]endpoint, error) {
+	var eps []endpoint
+	var errs []error
+	for _, t := range ts {
+		if ep, ok := t.literal(); ok {
+			eps = append(eps, ep)
+			continue
+		}
+		var addrs []netip.Addr
+		var err error
+		if r.cfg.Resolve != nil {
+			addrs, err = r.cfg.Resolve(ctx, t.host)
+		} else {
+			addrs, err = r.resolver.LookupNetIP(ctx, "ip4", t.host)
+		}
+		if err == nil && len(addrs) == 0 {
+			err = errors.New("no address")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kraken: resolving %s: %w", t.host, err))
+			continue
+		}
+		host := net.JoinHostPort(t.host, t.port)
+		for _, a := range addrs {
+			eps = append(eps, endpoint{addr: net.JoinHostPort(a.Unmap().String(), t.port), host: host, path: t.path, grpc: t.grpc(), tls: t.tls, name: t.host})
+		}
 	}
-	var addrs []netip.Addr
-	var err error
-	if r.cfg.Resolve != nil {
-		addrs, err = r.cfg.Resolve(ctx, t.host)
-	} else {
-		addrs, err = r.resolver.LookupNetIP(ctx, "ip4", t.host)
+	if len(eps) == 0 {
+		return nil, errors.Join(errs...)
 	}
-	if err != nil || len(addrs) == 0 {
-		return endpoint{}, fmt.Errorf("kraken: resolving %s: %v", t.host, err)
-	}
-	a := addrs[rand.IntN(len(addrs))]
-	host := net.JoinHostPort(t.host, t.port)
-	return endpoint{addr: net.JoinHostPort(a.Unmap().String(), t.port), host: host, path: t.path, grpc: t.grpc(), tls: t.tls, name: t.host}, nil
+	return eps, nil
 }
 
 // Run drives the devices through the scenario and returns what it
@@ -232,6 +266,7 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 		tt, _ := parseTarget(t) // checked by Validate
 		r.targets = append(r.targets, tt)
 	}
+	r.endpoints = literals(r.targets)
 	for _, name := range pl.regions {
 		var ts []target
 		for _, t := range cfg.Regions[name] {
@@ -239,6 +274,7 @@ func (k *Kraken) Run(ctx context.Context) (*Result, error) {
 			ts = append(ts, tt)
 		}
 		r.regionTargets = append(r.regionTargets, ts)
+		r.regionEndpoints = append(r.regionEndpoints, literals(ts))
 	}
 	r.resolver = net.DefaultResolver
 	if cfg.Resolver != "" {

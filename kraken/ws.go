@@ -107,6 +107,8 @@ type dialJob struct {
 	src      netip.Addr
 	timeout  time.Duration
 	deadline time.Time // the set-up's: its start plus timeout
+	ep       endpoint  // where it goes, unless targets are set
+	targets  []target  // set: the first of a round that resolves them (device.beginRound)
 }
 
 // endpoint is where one attempt goes.
@@ -169,14 +171,13 @@ func (e *engine) start(j dialJob) {
 	}
 	e.dials.Add(1)
 	j.deadline = time.Now().Add(j.timeout)
-	t := j.dev.r.pickTarget(j.dev)
-	if ep, ok := t.literal(); ok {
-		if dst, ok := e.connects(ep); ok {
-			e.connect(j, ep, dst)
+	if j.targets == nil {
+		if dst, ok := e.connects(j.ep); ok {
+			e.connect(j, j.ep, dst)
 			return
 		}
 	}
-	go e.dial(j, t)
+	go e.dial(j)
 }
 
 // release ends a set-up: its slot is free.
@@ -241,17 +242,26 @@ func (e *engine) connect(j dialJob, ep endpoint, dst netip.AddrPort) {
 	})
 }
 
-// dial runs j's set-up to t on this goroutine: it resolves a name, then
-// hands the connect to the connector, or makes it here (gRPC, an IPv6
-// address, no connector). Failures go back to the device.
-func (e *engine) dial(j dialJob, t target) {
+// dial runs j's set-up on this goroutine: for the first attempt of a
+// round to names it resolves them and begins the round, then it hands the
+// connect to the connector, or makes it here (gRPC, an IPv6 address, no
+// connector). Failures go back to the device.
+func (e *engine) dial(j dialJob) {
 	ctx, cancel := context.WithDeadline(e.ctx, j.deadline)
 	defer cancel()
-	ep, err := j.dev.r.endpoint(ctx, t)
-	if err != nil {
-		j.dev.dialFailed(j.gen, "resolve")
-		e.release()
-		return
+	ep := j.ep
+	if j.targets != nil {
+		eps, err := j.dev.r.resolveRound(ctx, j.targets)
+		if err != nil {
+			j.dev.dialFailed(j.gen, "resolve")
+			e.release()
+			return
+		}
+		var ok bool
+		if ep, ok = j.dev.beginRound(j.gen, eps); !ok {
+			e.release()
+			return
+		}
 	}
 	if dst, ok := e.connects(ep); ok {
 		e.connect(j, ep, dst)
