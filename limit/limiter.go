@@ -71,8 +71,9 @@ type Limiter struct {
 	room  *waitingRoom  // nil without Queue.MaxWait
 	rate  atomic.Uint64 // admissions per second, float64 bits (Rate)
 	busy  atomic.Uint64 // admissions per second while full, float64 bits (BusyRate)
-	// emptied is set when in-flight falls to 0 and cleared by each
-	// flush: whether the interval had a moment with nothing in flight.
+	// emptied is set when in-flight falls to 0, cleared by each flush
+	// and set again by a flush that finds nothing in flight: whether the
+	// interval had a moment with nothing in flight.
 	// It is written once per interval at most (load, then store), so
 	// the hot path stays a load.
 	emptied atomic.Bool
@@ -436,6 +437,16 @@ func (l *Limiter) flushLocked(now int64) {
 	elapsed := time.Duration(now - l.lastNs)
 	l.lastNs = now
 	emptied := l.emptied.Swap(false)
+	if uint32(w) == 0 {
+		// Nothing in flight now: the interval that starts here has its
+		// empty moment at its start. Without it a flush that came with
+		// the last release took the release's mark, and the quiet spell
+		// after it was not a gap: the next herd's first flush spread its
+		// admissions over the spell and replaced the busy rate (16 a
+		// second against 276 in kraken's 10x storm;
+		// TestBusyRateOfASecondHerd).
+		l.emptied.Store(true)
+	}
 	if elapsed > 0 {
 		d, span := halfLife(elapsed), elapsed
 		// An idle gap: an interval over four flush intervals long in

@@ -424,6 +424,35 @@ func TestRateAfterAnIdleSpell(t *testing.T) {
 	})
 }
 
+// TestBusyRateOfASecondHerd: a flush that finds nothing in flight starts
+// an interval with an empty moment, so a quiet spell after it is an idle
+// gap. A Limiter full at about 1,000 admissions a second, a flush once
+// all is released (as the flush that comes with the last release does),
+// 7 s quiet, then a second herd: 150 ms into it the busy rate still reads
+// about 1,000, not the herd's first admissions spread over the 7 s (16 a
+// second for one of kraken's 10x storm's edges, whose refused were then
+// spaced at 190 of the fleet's 240 a second).
+func TestBusyRateOfASecondHerd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 10, QueueConfig{MaxWait: time.Second})
+		stop := closedLoop(t, l, 10, 10*time.Millisecond)
+		time.Sleep(2 * time.Second)
+		stop()
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		l.Flush()
+		time.Sleep(7 * time.Second)
+		stop = closedLoop(t, l, 10, 10*time.Millisecond)
+		time.Sleep(150 * time.Millisecond)
+		if b := l.BusyRate(); b < 500 || b > 2000 {
+			t.Errorf("busy rate %.0f/s 150 ms into a second herd of about 1,000/s after 7 s quiet; want about 1,000", b)
+		}
+		stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+	})
+}
+
 // TestBusyRateHoldsThroughAQuietSpell: the capacity a herd's hints are
 // spaced by is the rate the Limiter admitted at while it was last full,
 // not what a quiet spell before the herd asked of it. A Limiter full at
