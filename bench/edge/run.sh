@@ -37,11 +37,13 @@
 #          {policy: full, base: 1s, cap: 30s}). Reports the time until 99 %
 #          are back against the ideal, N / the fleet's admission rate
 #          (the peak: the largest rise of the sessions held over any 3 s
-#          after the drop; the warm-up's rate, every device connecting at
+#          after the drop, or over all of it when the fleet is back
+#          sooner; the warm-up's rate, every device connecting at
 #          once, is printed beside it), the ratio (issue 12's target:
 #          <= 1.5x), and each priority's time until 99 % of its dropped
 #          devices were back (P0 should be first). Each run on fresh
-#          processes; -runs times.
+#          processes; -runs times. STORM_KEEP=DIR keeps each run's edge
+#          logs and kraken's JSON result there.
 #
 # Needs: Go, curl, haproxy (installed with apt-get when missing, for idle),
 # openssl with TLS=1, jq for storm.
@@ -322,7 +324,11 @@ YAML
 	"$work/corral" kraken run "$work/storm.yaml" --secret-env KRAKEN_BENCH_SECRET ${STORM_AGENTS:+--agents $STORM_AGENTS} \
 		--out "$work/storm.$run.json" 2>"$work/kraken.$run.log" || { tail -20 "$work/kraken.$run.log" >&2; stop "${pids[@]}"; return 1; }
 	local r="$work/storm.$run.json" wu
-	[ -n "${STORM_KEEP:-}" ] && cp "$work"/sedge*.log "$work/storm.$run.json" "$STORM_KEEP/" 2>/dev/null
+	if [ -n "${STORM_KEEP:-}" ]; then
+		# (a missing directory stopped the script here without a word)
+		mkdir -p "$STORM_KEEP"
+		cp "$work"/sedge*.log "$work/storm.$run.json" "$STORM_KEEP/" || echo "STORM_KEEP: could not copy run $run's files to $STORM_KEEP" >&2
+	fi
 	# The warm-up as the coordinator measured it (every agent ready to
 	# every session held): the fleet's admission rate under a herd.
 	wu=$(sed -n 's/^kraken: warm-up of .* took \([0-9.]*\)s$/\1/p' "$work/kraken.$run.log")
@@ -330,11 +336,14 @@ YAML
 	# Two admission rates: the warm-up's (N over the time from every agent
 	# ready to every session held: a herd itself, and its tail is the
 	# backoff's) and the peak, the largest rise of the sessions held over
-	# any 3 s after the drop: the rate the fleet was seen to admit at,
-	# which makes the stricter ideal. The ratio is against the peak.
+	# any 3 s after the drop (over the whole series after it when the run
+	# ended sooner: a fleet back within 3 s): the rate the fleet was seen
+	# to admit at, which makes the stricter ideal. The ratio is against
+	# the peak.
 	jq -r --argjson n "$N" --argjson wu "$wu" --arg run "$run" --argjson drop "$hold_s" '
 		.storms[0] as $s | .held_per_second as $h |
-		([range($drop; ($h | length) - 3)] | map(($h[. + 3] - $h[.]) / 3) | max // 0) as $peak |
+		([3, ($h | length) - 1 - $drop] | min) as $w |
+		(if $w < 1 then 0 else [range($drop; ($h | length) - $w)] | map(($h[. + $w] - $h[.]) / $w) | max // 0 end) as $peak |
 		($n / $wu) as $wurate | (if $peak > 0 then $n / $peak else 0 end) as $ideal | $peak as $rate |
 		def p99(p): if ($s.back_after_by_priority[p].count // 0) == ($s.dropped_by_priority[p] // 0) and ($s.dropped_by_priority[p] // 0) > 0
 			then "\($s.back_after_by_priority[p].p99_ms / 1000 | . * 100 | round / 100) s" else "not all back" end;
