@@ -28,11 +28,14 @@ type Figures struct {
 	// held a session again; -1 when they never did within the run.
 	Back99 time.Duration
 	// AttemptsPerDevice is the attempts started from the drop on over the
-	// devices dropped.
+	// devices dropped; an attempt is one try of one origin (a kraken
+	// device's connect; in the sim an origin's Attempts), so a round
+	// over several origins counts each.
 	AttemptsPerDevice float64
 	// Dropped is the number of sessions the drop cut.
 	Dropped int64
-	// Failed is the number of attempts from the drop on that failed.
+	// Failed is the number of attempts (tries of one origin) from the
+	// drop on that failed.
 	Failed int64
 	// Failures counts the failed attempts by kind (kraken's over the
 	// whole run, its warm-up included; the sim's from the drop on):
@@ -182,7 +185,6 @@ func FromSim(r *sim.Result, dropAt time.Duration) (Figures, error) {
 	secs := map[int]*second{}
 	var attempts int64
 	for _, s := range r.Steps[k:] {
-		attempts += s.Attempts
 		sec := int(math.Floor(s.T + 1e-9))
 		if secs[sec] == nil {
 			secs[sec] = &second{}
@@ -190,12 +192,18 @@ func FromSim(r *sim.Result, dropAt time.Duration) (Figures, error) {
 		for _, v := range s.Successes {
 			secs[sec].ended += v
 		}
-		secs[sec].ended += s.AttemptErrors
-		secs[sec].failed += s.AttemptErrors
-		f.Failed += s.AttemptErrors
-		for c, byPrio := range s.Errors {
-			for _, v := range byPrio {
+		// Every try that reached an origin, as kraken counts every
+		// connect: a device's round (edge.attempts) tries several
+		// origins before it backs off, and each refusal is an attempt
+		// that failed. The device-level counts (Step.Attempts,
+		// AttemptErrors) see one attempt per round.
+		for _, o := range s.Origins {
+			attempts += o.Attempts
+			for c, v := range o.Failures {
 				if v > 0 {
+					secs[sec].ended += v
+					secs[sec].failed += v
+					f.Failed += v
 					f.Failures[simKind(r.Causes[c])] += v
 				}
 			}

@@ -35,7 +35,8 @@ func handStorm() (*kraken.Result, *sim.Result) {
 	}
 	step := func(t float64, connected, dropped, attempts, ok, refused int64, o1, o2 int64) sim.Step {
 		st := sim.Step{T: t, Connected: connected, Dropped: dropped, Attempts: attempts, Successes: []int64{ok}, AttemptErrors: refused,
-			Origins: []sim.OriginStep{{Connected: o1}, {Connected: o2}}}
+			Origins: []sim.OriginStep{{Connected: o1, Attempts: attempts}, {Connected: o2}}}
+		st.Origins[0].Failures[sim.CauseBacklog] = refused
 		for c := range st.Errors {
 			st.Errors[c] = []int64{0}
 		}
@@ -84,6 +85,29 @@ func TestFiguresReadBothSidesAlike(t *testing.T) {
 	}
 	if u := Unexplained(kf, sf); len(u) != 0 {
 		t.Errorf("unexplained: %v", u)
+	}
+}
+
+// TestFiguresCountEveryTry: a device's round tries several origins
+// before it backs off (the client's rule, edge.attempts in the sim), and
+// kraken counts each connect; the sim's figures count each try that
+// reached an origin too, not the device-level attempt. 10 devices
+// dropped; 10 attempts start, 5 are refused by hub-1 and tried again on
+// hub-2 within the step, where 2 are refused again: 15 tries, 7 failed.
+func TestFiguresCountEveryTry(t *testing.T) {
+	s := &sim.Result{Devices: 10, Step: 1, Origins: []string{"hub-1", "hub-2"}, Causes: sim.CauseNames()}
+	idle := sim.Step{Connected: 10, Successes: []int64{0}, Origins: []sim.OriginStep{{Connected: 5}, {Connected: 5}}}
+	storm := sim.Step{T: 1, Connected: 8, Dropped: 10, Attempts: 10, Successes: []int64{8}, AttemptErrors: 2,
+		Origins: []sim.OriginStep{{Connected: 5, Attempts: 10}, {Connected: 3, Attempts: 5}}}
+	storm.Origins[0].Failures[sim.CauseBacklog] = 5
+	storm.Origins[1].Failures[sim.CauseBacklog] = 2
+	s.Steps = []sim.Step{idle, storm}
+	f, err := FromSim(s, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.AttemptsPerDevice != 1.5 || f.Failed != 7 || f.Failures["refused"] != 7 || math.Abs(f.PeakErrorRate-7.0/15) > 1e-9 {
+		t.Errorf("%+v; want 1.5 attempts per device, 7 failed (refused), peak 7 of 15 ended", f)
 	}
 }
 
