@@ -134,11 +134,12 @@ func (d *device) attempt() {
 	// begins a round: at once over addresses, after resolving over names
 	// (beginRound, from the dial).
 	var ep endpoint
-	var targets []target
+	var targets []target // set: names to resolve, the round begins in the dial
 	if len(d.order) == 0 {
-		var eps []endpoint
-		if targets, eps = d.r.targetsOf(d); eps != nil {
-			targets = nil
+		ts, eps := d.r.targetsOf(d)
+		if eps == nil {
+			targets = ts
+		} else {
 			d.beginRoundLocked(eps)
 		}
 	}
