@@ -26,6 +26,7 @@ type metrics struct {
 	replayServed   prometheus.Counter
 	replayWaiting  prometheus.Gauge
 	handshake      prometheus.Histogram
+	unserved       prometheus.Counter
 }
 
 // The label values of the edge's series.
@@ -77,6 +78,8 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Messages sent to devices from the replay cache (the resumes it covered)."}),
 		replayWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_replay_waiting",
 			Help: "Resumes waiting for an identical one on its way upstream (coalesced reads in progress)."}),
+		unserved: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_upgrades_unserved_total",
+			Help: "WebSocket upgrades answered 503 with Retry-After because the connection could not be moved to the poller (the process out of file descriptors)."}),
 		handshake: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "corral_edge_handshake_duration_seconds",
 			Help:    "Time from a device's Hello to the origin's Welcome.",
 			Buckets: prometheus.ExponentialBucketsRange(0.0005, 10, 16)}),
@@ -102,7 +105,7 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.dropped, m.replayServed, m.replayWaiting, m.handshake} {
+	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.dropped, m.replayServed, m.replayWaiting, m.handshake, m.unserved} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge: metrics: %w", err)
 		}

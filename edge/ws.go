@@ -38,7 +38,7 @@ func (e *Edge) newWSServer() (*wsServer, error) {
 	srv, err := wsserve.New(wsserve.Config{
 		Path: "/v1/ws", Subprotocols: wire.Subprotocols(), MaxFrameBytes: e.check.Config().MaxFrameBytes,
 		HandshakeTimeout: e.sess.HandshakeTimeout, WriteTimeout: e.sess.WriteTimeout, Workers: e.workers,
-		TLS: e.wsTLS(), // nil: plaintext
+		TLS: e.wsTLS(), Unserved: e.metrics.unserved.Inc, // TLS nil: plaintext
 	}, wsHandler{e: e}, nil)
 	if err != nil {
 		return nil, err

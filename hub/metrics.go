@@ -30,6 +30,7 @@ type metrics struct {
 	shed           *prometheus.CounterVec // action, priority
 	relayStreams   prometheus.Gauge
 	relaySessions  *prometheus.GaugeVec // device
+	unserved       prometheus.Counter
 
 	// The series a session's set-up and close count, resolved once
 	// (resolve): WithLabelValues hashes the label values and looks the
@@ -157,6 +158,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Open Corral.Relay streams (authenticated edges' streams)."}),
 		relaySessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "corral_hub_relay_sessions",
 			Help: "Sessions open on Relay streams (RelayOpen to teardown, before Hello included), by device (how the device reached the edge: ws, grpc, other)."}, []string{"device"}),
+		unserved: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_hub_upgrades_unserved_total",
+			Help: "WebSocket upgrades answered 503 with Retry-After because the connection could not be moved to the poller (the process out of file descriptors)."}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_hub_shed_total",
 			Help: "Sessions and publishes turned away, by action (reject: a new session, sever: an open session, drain: a session sent away by a drain, reject_publish: a publish with no slot) and priority (p0, p1, p2)."}, []string{"action", "priority"}),
 	}
@@ -184,7 +187,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsOpened, m.closes, m.authRejected, m.framesIn, m.delivered,
 			m.dropped, m.published, m.resumes, m.resumeSource, m.backfills, m.channels, m.historyErrors, m.shed,
-			m.relayStreams, m.relaySessions)
+			m.relayStreams, m.relaySessions, m.unserved)
 	}
 	return m
 }

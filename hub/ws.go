@@ -68,6 +68,7 @@ func (h *Hub) wsConfig() wsserve.Config {
 		WriteTimeout:          h.sess.WriteTimeout,
 		Workers:               h.workers,
 		TLS:                   h.wsTLS(), // nil: plaintext (tls.go)
+		Unserved:              h.metrics.unserved.Inc,
 	}
 }
 

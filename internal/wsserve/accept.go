@@ -133,13 +133,17 @@ func (l *listener) serve(c net.Conn) {
 		defer u.release()
 		if r, ok := upgradeRequest(buf[:end], l.s.cfg.Path, l.s.cfg.Subprotocols, u); ok {
 			if ref, ok := l.s.h.Admit(); !ok {
-				l.refuse(c, ref)
+				l.s.refuse(c, ref)
 				return
 			}
 			_ = c.SetReadDeadline(time.Time{})
 			w := &u.w
 			*w = hijackWriter{c: c}
-			if _, err := l.s.up.UpgradeAndTransferConnToPoller(w, r, nil); err != nil && !w.hijacked {
+			if _, err := l.s.up.UpgradeAndTransferConnToPoller(w, r, nil); err != nil {
+				if w.hijacked {
+					l.s.unserved(c)
+					return
+				}
 				_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
 				_ = c.Close()
 			}
@@ -321,9 +325,12 @@ func hasToken(v []byte, token string) bool {
 // nbio's upgrader moves the connection to its poller as on the fast path:
 // given any other connection type it would serve it in blocking mode, a
 // goroutine per connection, without the frame checks.
-type tcpHijacker struct{ http.ResponseWriter }
+type tcpHijacker struct {
+	http.ResponseWriter
+	conn net.Conn // what Hijack returned
+}
 
-func (w tcpHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *tcpHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	hj, ok := w.ResponseWriter.(http.Hijacker)
 	if !ok {
 		return nil, nil, http.ErrNotSupported
@@ -332,6 +339,7 @@ func (w tcpHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if rc, ok := c.(*replayConn); ok && len(rc.pre) == 0 {
 		c = rc.Conn
 	}
+	w.conn = c
 	return c, brw, err
 }
 
@@ -382,9 +390,33 @@ func (c *replayConn) CloseWrite() error {
 	return nil
 }
 
-// refuse answers an upgrade that Handler.Admit refused on the listener's
-// path: 503 with the reason and the hint, then the connection is closed.
-func (l *listener) refuse(c net.Conn, ref Refusal) {
+// UnservedRetryAfter is the Retry-After of an upgrade the server could not
+// take onto its poller (Config.Unserved): one second, the smallest hint
+// the header carries; the clients' policies spread their returns above it.
+const UnservedRetryAfter = time.Second
+
+// unserved answers an upgrade that nbio gave up on after it had taken the
+// connection (the hijack): 503 with Retry-After, then the connection is
+// closed. nbio moves a socket to its poller on a duplicate of its
+// descriptor, so a process at its descriptor limit (a herd arriving while
+// the sessions it replaces are still being torn down) fails there with
+// EMFILE; nbio's own answer goes to the hijacked writer, which writes
+// nothing, and the connection stayed open until the collector's finalizer
+// closed it, seconds later and without a word: a device cut without a
+// hint, which comes back at once (kraken counted these as "cut" in the
+// calibration's storms of 16,700 sessions a hub with 20,000 descriptors).
+// When nbio had duplicated the descriptor it has closed c, and the answer
+// goes nowhere.
+func (s *Server) unserved(c net.Conn) {
+	if f := s.cfg.Unserved; f != nil {
+		f()
+	}
+	s.refuse(c, Refusal{Reason: "server: out of resources for the connection", RetryAfter: UnservedRetryAfter})
+}
+
+// refuse answers an upgrade that Handler.Admit refused: 503 with the
+// reason and the hint, then the connection is closed.
+func (s *Server) refuse(c net.Conn, ref Refusal) {
 	body := ref.Reason + "\n"
 	b := make([]byte, 0, 192+len(body))
 	b = append(b, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"...)
@@ -392,7 +424,7 @@ func (l *listener) refuse(c net.Conn, ref Refusal) {
 		b = append(b, "Retry-After: "+retryAfter(ref.RetryAfter)+"\r\n"...)
 	}
 	b = append(b, "Content-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body...)
-	_ = c.SetWriteDeadline(time.Now().Add(l.s.cfg.HTTPWriteTimeout))
+	_ = c.SetWriteDeadline(time.Now().Add(s.cfg.HTTPWriteTimeout))
 	_, _ = c.Write(b)
 	_ = c.Close()
 }

@@ -62,6 +62,11 @@ type Config struct {
 	// wss, and HTTPS for what goes to net/http (tls.go). Its NextProtos
 	// should offer "http/1.1". nil: plain TCP.
 	TLS *tls.Config
+	// Unserved, when set, is called for every upgrade answered 503 with
+	// Retry-After UnservedRetryAfter because the server could not take
+	// the connection onto its poller (the process out of descriptors):
+	// the caller's metric.
+	Unserved func()
 }
 
 // WithDefaults returns c with its zero durations and Workers filled.

@@ -221,7 +221,10 @@ func (s *Server) routes(other http.Handler) http.Handler {
 			http.Error(w, ref.Reason, http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = s.up.UpgradeAndTransferConnToPoller(tcpHijacker{w}, r, nil) // on failure nbio has answered
+		hj := &tcpHijacker{ResponseWriter: w}
+		if _, err := s.up.UpgradeAndTransferConnToPoller(hj, r, nil); err != nil && hj.conn != nil {
+			s.unserved(hj.conn) // nbio's answer went to the hijacked writer
+		} // else on failure nbio has answered
 	})
 }
 
