@@ -330,6 +330,24 @@ type tcpHijacker struct {
 	conn net.Conn // what Hijack returned
 }
 
+// WriteHeader and Write after the hijack are nbio's answer to an upgrade
+// it gave up on (Server.unserved answers it on the connection instead);
+// net/http would log each to the standard logger ("response.WriteHeader
+// on hijacked connection"), a line per device of a herd at the
+// descriptor limit. They are dropped.
+func (w *tcpHijacker) WriteHeader(code int) {
+	if w.conn == nil {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *tcpHijacker) Write(b []byte) (int, error) {
+	if w.conn != nil {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
 func (w *tcpHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	hj, ok := w.ResponseWriter.(http.Hijacker)
 	if !ok {

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,6 +27,10 @@ import (
 func TestUpgradeAtTheDescriptorLimitIsAnswered(t *testing.T) {
 	var unserved atomic.Int64
 	addr := startServer(t, Config{Unserved: func() { unserved.Add(1) }}, new(testHandler), nil)
+	// net/http's complaints go to the standard logger: none is expected.
+	var logged strings.Builder
+	defer log.SetOutput(log.Writer())
+	log.SetOutput(&syncWriter{w: &logged})
 	slowHead := strings.Replace(wsHead, "Host: corral\r\n", "Host: corral\r\nX-Pad: "+strings.Repeat("x", headMax)+"\r\n", 1)
 	for i, tc := range []struct{ name, head string }{
 		{"the listener's path", wsHead},
@@ -47,8 +53,23 @@ func TestUpgradeAtTheDescriptorLimitIsAnswered(t *testing.T) {
 			if n := unserved.Load(); n != int64(i+1) {
 				t.Fatalf("Unserved called %d times, want %d", n, i+1)
 			}
+			if l := logged.String(); strings.Contains(l, "hijacked") {
+				t.Fatalf("the standard logger got net/http's complaint:\n%s", l)
+			}
 		})
 	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // dialAtTheLimit lowers the process's descriptor limit to a little above
