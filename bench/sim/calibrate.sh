@@ -2,7 +2,7 @@
 # bench/sim/calibrate.sh: the simulator calibrated against a real storm
 # (issue 15, "Calibration against real storms").
 #
-#   bash bench/sim/calibrate.sh [-n 50000] [-hubs 4] [-seeds "1 2 3"] [-somaxconn N] [-every 100ms]
+#   bash bench/sim/calibrate.sh [-n 50000] [-hubs 4] [-seeds "1 2 3"] [-somaxconn N] [-every 50ms]
 #                               [-scenario scenarios/calibrate.yaml] [-net 127.0.1] [-agents 0] [-dns]
 #
 # -hubs `corral hub` processes (no admission control: overload off; memory
@@ -133,11 +133,11 @@
 # origins have no descriptor limit. Hence 4 hubs by default (12,500 each
 # at N = 50,000). Timing figures are meaningless on a loaded
 # machine: run it on a quiet one. A herd of 10,000 devices over 3 hubs
-# has a steady part of about 0.7 to 1.1 s per hub on this machine, which
-# the default readings (100 ms) refuse as too short to time; a check at
-# small scale that runs every step, on other addresses, reads the hubs
-# every 50 ms instead:
-#   bash bench/sim/calibrate.sh -n 10000 -hubs 3 -seeds "1 2" -net 127.0.9 -agents 2 -every 50ms
+# has a steady part of about 0.7 to 1.1 s per hub on the machine this was
+# written on, which readings every 100 ms refused as too short to time
+# (the default is 50 ms now); a check at small scale that runs every
+# step, on other addresses:
+#   bash bench/sim/calibrate.sh -n 10000 -hubs 3 -seeds "1 2" -net 127.0.9 -agents 2
 # (or one hub with a listen queue of 1,000, so the herd stalls:
 #   bash bench/sim/calibrate.sh -n 10000 -hubs 1 -seeds "1 2" -net 127.0.9 -agents 2 -somaxconn 1000)
 set -euo pipefail
@@ -178,6 +178,14 @@ if [ -n "$SOMAXCONN" ] && [ -z "${CALIBRATE_NETNS:-}" ]; then
 		netns "$SOMAXCONN" "$self" "${args[@]}"
 fi
 
+# The herd's backoff: the scenario's client backoff unless HERD says.
+if [ -z "$HERD" ]; then
+	HERD=$(sed -n 's/^  backoff: *\({.*}\) *$/\1/p' "$SCENARIO" | head -1)
+	[ -n "$HERD" ] || { echo "$SCENARIO: no client backoff of the form '  backoff: {...}' (set HERD)" >&2; exit 1; }
+fi
+# The storm's drop time: the first disconnect's `at` of the scenario.
+drop_at=$(sed -n 's/^ *- *{at: *\([0-9.]*[a-z]*\),.*share.*/\1/p' "$SCENARIO" | head -1)
+[ -n "$drop_at" ] || { echo "$SCENARIO: no disconnect of the form '- {at: T, share: S}'" >&2; exit 1; }
 work=$(mktemp -d /tmp/corral-bench-calibrate.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 go build -o "$work/corral" ./cmd/corral
@@ -278,14 +286,6 @@ traffic:
 YAML
 kraken "$work/idle.yaml" "$work/idle.json" idle
 
-# The herd's backoff: the scenario's client backoff unless HERD says.
-if [ -z "$HERD" ]; then
-	HERD=$(sed -n 's/^  backoff: *\({.*}\) *$/\1/p' "$SCENARIO" | head -1)
-	[ -n "$HERD" ] || { echo "$SCENARIO: no client backoff of the form '  backoff: {...}' (set HERD)" >&2; exit 1; }
-fi
-# The storm's drop time: the first disconnect's `at` of the scenario.
-drop_at=$(sed -n 's/^ *- *{at: *\([0-9.]*[a-z]*\),.*share.*/\1/p' "$SCENARIO" | head -1)
-[ -n "$drop_at" ] || { echo "$SCENARIO: no disconnect of the form '- {at: T, share: S}'" >&2; exit 1; }
 cat >"$work/herd.yaml" <<YAML
 name: calibrate-herd
 duration: 120s

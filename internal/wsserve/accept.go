@@ -133,7 +133,7 @@ func (l *listener) serve(c net.Conn) {
 		defer u.release()
 		if r, ok := upgradeRequest(buf[:end], l.s.cfg.Path, l.s.cfg.Subprotocols, u); ok {
 			if ref, ok := l.s.h.Admit(); !ok {
-				l.s.refuse(c, ref)
+				_ = l.s.refuse(c, ref)
 				return
 			}
 			_ = c.SetReadDeadline(time.Time{})
@@ -423,18 +423,21 @@ const UnservedRetryAfter = time.Second
 // closed it, seconds later and without a word: a device cut without a
 // hint, which comes back at once (kraken counted these as "cut" in the
 // calibration's storms of 16,700 sessions a hub with 20,000 descriptors).
-// When nbio had duplicated the descriptor it has closed c, and the answer
-// goes nowhere.
+// When nbio had duplicated the descriptor (it failed later: the 101 to a
+// peer gone, its poller full) it has closed c: the answer goes nowhere
+// (Go's closed net.Conn refuses the write before any system call) and
+// is not counted.
 func (s *Server) unserved(c net.Conn) {
-	if f := s.cfg.Unserved; f != nil {
+	err := s.refuse(c, Refusal{Reason: "server: out of resources for the connection", RetryAfter: UnservedRetryAfter})
+	if f := s.cfg.Unserved; f != nil && err == nil {
 		f()
 	}
-	s.refuse(c, Refusal{Reason: "server: out of resources for the connection", RetryAfter: UnservedRetryAfter})
 }
 
 // refuse answers an upgrade that Handler.Admit refused: 503 with the
-// reason and the hint, then the connection is closed.
-func (s *Server) refuse(c net.Conn, ref Refusal) {
+// reason and the hint, then the connection is closed. It returns the
+// write's error.
+func (s *Server) refuse(c net.Conn, ref Refusal) error {
 	body := ref.Reason + "\n"
 	b := make([]byte, 0, 192+len(body))
 	b = append(b, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"...)
@@ -443,6 +446,7 @@ func (s *Server) refuse(c net.Conn, ref Refusal) {
 	}
 	b = append(b, "Content-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body...)
 	_ = c.SetWriteDeadline(time.Now().Add(s.cfg.HTTPWriteTimeout))
-	_, _ = c.Write(b)
+	_, err := c.Write(b)
 	_ = c.Close()
+	return err
 }

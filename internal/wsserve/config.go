@@ -64,8 +64,8 @@ type Config struct {
 	TLS *tls.Config
 	// Unserved, when set, is called for every upgrade answered 503 with
 	// Retry-After UnservedRetryAfter because the server could not take
-	// the connection onto its poller (the process out of descriptors):
-	// the caller's metric.
+	// the connection onto its poller (the process out of descriptors;
+	// counted when the answer was written): the caller's metric.
 	Unserved func()
 }
 
