@@ -133,7 +133,7 @@ func (l *listener) serve(c net.Conn) {
 		defer u.release()
 		if r, ok := upgradeRequest(buf[:end], l.s.cfg.Path, l.s.cfg.Subprotocols, u); ok {
 			if ref, ok := l.s.h.Admit(); !ok {
-				_ = l.s.refuse(c, ref)
+				l.s.refuse(c, ref)
 				return
 			}
 			_ = c.SetReadDeadline(time.Time{})
@@ -428,16 +428,22 @@ const UnservedRetryAfter = time.Second
 // (Go's closed net.Conn refuses the write before any system call) and
 // is not counted.
 func (s *Server) unserved(c net.Conn) {
-	err := s.refuse(c, Refusal{Reason: "server: out of resources for the connection", RetryAfter: UnservedRetryAfter})
+	err := s.answer503(c, Refusal{Reason: "server: out of resources for the connection", RetryAfter: UnservedRetryAfter})
 	if f := s.cfg.Unserved; f != nil && err == nil {
-		f()
+		f() // before the close: counted by the time the device sees the end
 	}
+	_ = c.Close()
 }
 
 // refuse answers an upgrade that Handler.Admit refused: 503 with the
-// reason and the hint, then the connection is closed. It returns the
-// write's error.
-func (s *Server) refuse(c net.Conn, ref Refusal) error {
+// reason and the hint, then the connection is closed.
+func (s *Server) refuse(c net.Conn, ref Refusal) {
+	_ = s.answer503(c, ref)
+	_ = c.Close()
+}
+
+// answer503 writes the 503 of ref on c and returns the write's error.
+func (s *Server) answer503(c net.Conn, ref Refusal) error {
 	body := ref.Reason + "\n"
 	b := make([]byte, 0, 192+len(body))
 	b = append(b, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"...)
@@ -447,6 +453,5 @@ func (s *Server) refuse(c net.Conn, ref Refusal) error {
 	b = append(b, "Content-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body...)
 	_ = c.SetWriteDeadline(time.Now().Add(s.cfg.HTTPWriteTimeout))
 	_, err := c.Write(b)
-	_ = c.Close()
 	return err
 }

@@ -11,11 +11,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestUpgradeAtTheDescriptorLimitIsAnswered runs the server at its
@@ -29,7 +30,7 @@ func TestUpgradeAtTheDescriptorLimitIsAnswered(t *testing.T) {
 	var unserved atomic.Int64
 	addr := startServer(t, Config{Unserved: func() { unserved.Add(1) }}, new(testHandler), nil)
 	// net/http's complaints go to the standard logger: none is expected.
-	logged := new(syncWriter)
+	logged := new(testkit.SyncBuffer)
 	defer log.SetOutput(log.Writer())
 	log.SetOutput(logged)
 	slowHead := strings.Replace(wsHead, "Host: corral\r\n", "Host: corral\r\nX-Pad: "+strings.Repeat("x", headMax)+"\r\n", 1)
@@ -63,24 +64,6 @@ func TestUpgradeAtTheDescriptorLimitIsAnswered(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncWriter keeps what is written to it, safe for concurrent use.
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // dialAtTheLimit lowers the process's descriptor limit to a little above
