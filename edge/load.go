@@ -101,7 +101,18 @@ func (e *Edge) publishLoad(ctx context.Context, addr string) {
 
 // peers is what an edge with load.share_places knows of the other edges
 // on its load subject: each one's handshake capacity and backlog, from
-// its last report, until three of its intervals pass without one.
+// its last report, until three of its intervals pass without one. A
+// peer's backlog is read as it is now, not as it was reported: the
+// reported one less what the peer served since at the capacity it
+// reported (its waiting room is served at that rate; its promised places
+// at its own place rate, which the report does not carry). A report is
+// up to an interval old, and a backlog read stale is too large as it
+// falls: in kraken's 10x storm each of two edges, whose rooms expired
+// into places together, took its part of the fleet's backlog as 0.62 and
+// 0.29 of it, the fleet's refused were placed at 0.91 of its capacity,
+// and it ran at that pace until they were back. Read too small, a part
+// errs the other way: places due early, and early returns wait in the
+// room.
 type peers struct {
 	self string
 	now  func() time.Time
@@ -111,7 +122,7 @@ type peers struct {
 
 type peerLoad struct {
 	rate, backlog float64
-	until         time.Time
+	at, until     time.Time
 }
 
 func newPeers(self string, now func() time.Time) *peers {
@@ -126,15 +137,17 @@ func (p *peers) receive(b []byte) {
 		return
 	}
 	ttl := 3 * cmp.Or(r.Interval, loadreport.DefaultInterval)
+	now := p.now()
 	p.mu.Lock()
-	p.m[r.Node] = peerLoad{rate: max(r.Rate, 0), backlog: max(r.Backlog, 0), until: p.now().Add(ttl)}
+	p.m[r.Node] = peerLoad{rate: max(r.Rate, 0), backlog: max(r.Backlog, 0), at: now, until: now.Add(ttl)}
 	p.mu.Unlock()
 }
 
 // placeRate is the rate this edge's refused are served at: the fleet's
 // handshake capacity (own, this edge's, and the fresh peers') times the
-// edge's part of the fleet's backlog, backlog its own (the refusal being
-// placed counted in it: a refusing edge has a part). Spaced so, every
+// edge's part of the fleet's backlog (the peers' as they are now),
+// backlog its own (the refusal being placed counted in it: a refusing
+// edge has a part). Spaced so, every
 // edge's places run out together, when the fleet has served them all;
 // each at its own rate, the fleet took the slowest edge's pace once the
 // fastest edge's places ran out. With no fresh peer it is own.
@@ -149,7 +162,7 @@ func (p *peers) placeRate(own, backlog float64) float64 {
 			continue
 		}
 		sum += r.rate
-		all += r.backlog
+		all += max(r.backlog-r.rate*now.Sub(r.at).Seconds(), 0)
 		n++
 	}
 	p.mu.Unlock()

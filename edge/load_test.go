@@ -73,9 +73,10 @@ func TestLoadReports(t *testing.T) {
 
 // TestPeersPlaceRate: an edge's refused are served at the fleet's
 // handshake capacity times its part of the fleet's backlog (its own
-// counting the refusal being placed); with no fresh peer at its own; a
-// peer three intervals silent is forgotten; hubs' reports, its own and
-// what does not decode are not peers.
+// counting the refusal being placed, a peer's as reported less what the
+// peer served since at its reported capacity); with no fresh peer at its
+// own; a peer three intervals silent is forgotten; hubs' reports, its own
+// and what does not decode are not peers.
 func TestPeersPlaceRate(t *testing.T) {
 	now := time.Unix(1000, 0)
 	p := newPeers("edge-1", func() time.Time { return now })
@@ -104,9 +105,13 @@ func TestPeersPlaceRate(t *testing.T) {
 	if got := p.placeRate(90, 0); got != 240.0/31 {
 		t.Fatalf("an empty backlog: %v, want 240 x 1 / 31, the refusal being placed", got)
 	}
-	now = now.Add(2900 * time.Millisecond)
-	if got := p.placeRate(90, 29); got != 120 {
-		t.Fatalf("a peer 2.9 s silent (interval 1 s): %v, want 120", got)
+	now = now.Add(100 * time.Millisecond)
+	if got := p.placeRate(90, 9); got != 240.0*10/25 {
+		t.Fatalf("100 ms after the peer's report: %v, want (90 + 150) x 10 / (10 + 30 - 150 x 0.1) = 96", got)
+	}
+	now = now.Add(2800 * time.Millisecond)
+	if got := p.placeRate(90, 29); got != 240 {
+		t.Fatalf("a peer 2.9 s silent (interval 1 s), its backlog served: %v, want (90 + 150) x 30 / 30 = 240", got)
 	}
 	now = now.Add(200 * time.Millisecond)
 	if got := p.placeRate(90, 29); got != 90 {
@@ -125,14 +130,16 @@ func TestSharePlaces(t *testing.T) {
 		c.Load = LoadConfig{NATS: ns.Server.ClientURL(), Subject: "test.load", Interval: 20 * time.Millisecond, SharePlaces: true}
 		c.Admission.Enabled = true
 	}, h)
+	// The peer's backlog of 1 is served (at its 300/s) by the time the
+	// report is read: the edge holds the whole of the fleet's.
 	peer, err := json.Marshal(loadreport.Report{Node: "edge-peer", Kind: "edge", Addr: "127.0.0.9:1", Rate: 300, Backlog: 1, Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for te.peers.placeRate(100, 0) != 200 {
+	for te.peers.placeRate(100, 0) != 400 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the peer's report never reached the edge: place rate %v, want (100 + 300) x 1 / 2", te.peers.placeRate(100, 0))
+			t.Fatalf("the peer's report never reached the edge: place rate %v, want (100 + 300) x 1 / 1", te.peers.placeRate(100, 0))
 		}
 		if err := nc.NC.Publish("test.load", peer); err != nil {
 			t.Fatal(err)
