@@ -526,6 +526,44 @@ func TestRetryMinCountsFromArrival(t *testing.T) {
 	})
 }
 
+// TestPlacesFollowTheHigherPrioritiesExpiring: a herd whose waits expire
+// together. When a P2 expires, the P1 still waiting expire a moment later
+// and are placed at the places' rate; the P2's place follows theirs, it
+// is not pushed past them by the time the node's own capacity would need
+// to serve them (a Limiter whose places are served at three times its
+// capacity, SetPlaceRate: a fleet's edge with a large part of the fleet's
+// backlog). Counted at the capacity, the P2 was told three times the P1's
+// last place, and the fleet had a hole in its returns between the two.
+func TestPlacesFollowTheHigherPrioritiesExpiring(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fixedLimiter(t, 10, QueueConfig{MaxWait: 2 * time.Second})
+		l.SetPlaceRate(func(own float64) float64 { return 3 * own })
+		stop := closedLoop(t, l, 10, 10*time.Millisecond)
+		time.Sleep(3 * time.Second)
+		const p1 = 300
+		for range p1 {
+			if _, w := l.AcquireOrWait(P1, func(tok Token, ok bool) {
+				if ok {
+					tok.Success()
+				}
+			}); w != Queued {
+				t.Fatalf("a P1 behind a full limit: %v, want queued", w)
+			}
+		}
+		p2 := l.RetryWindowWaited(P2, 2*time.Second)
+		var last Retry
+		for range p1 {
+			last = l.RetryWindowWaited(P1, 2*time.Second)
+		}
+		if p2.After > last.After*6/5+5*time.Millisecond {
+			t.Errorf("a P2 refused with %d P1 waiting is told %v; the P1, placed as they expire, up to %v (capacity %.0f/s): want the P2 at about the P1's last place", p1, p2.After, last.After, l.Capacity())
+		}
+		stop()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+	})
+}
+
 // TestCapacityWhileFullIsTheBusyRate: a herd that follows an idle spell
 // fills the free slots at once, and a flush soon after reads that fill as
 // a rate (40 slots in 25 ms: 1,600 a second) while the node serves 100. While the Limiter is full, the places of refused work are
