@@ -150,11 +150,17 @@ func loadScenario(t *testing.T, name, text string) *scenario.Scenario {
 // runScenario runs sc with cfg, bounded by a minute.
 func runScenario(t *testing.T, sc *scenario.Scenario, cfg Config) *Result {
 	t.Helper()
+	return runScenarioWithin(t, sc, cfg, time.Minute)
+}
+
+// runScenarioWithin runs sc with cfg, bounded by d.
+func runScenarioWithin(t *testing.T, sc *scenario.Scenario, cfg Config, d time.Duration) *Result {
+	t.Helper()
 	k, err := New(sc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	res, err := k.Run(ctx)
 	if err != nil {

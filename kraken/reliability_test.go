@@ -226,7 +226,17 @@ func TestTenTimesStormWithAdmission(t *testing.T) {
 			}
 		}
 	}()
-	res := runScenario(t, loadShipped(t, "reliability/storm-10x.yaml"), cfg)
+	// The run stops once every device is back (7 s after the drop in
+	// the runs of 2026-12-04). It is bounded by three minutes, not by
+	// the scenario's one, so that a machine busy with the rest of the
+	// suite under -race gets there too. Once, in CI, 1,496 of the 1,500 were
+	// back when a minute's bound ended the run: after the rooms expired
+	// the refused came back at 10 to 30 a second for 40 s (not
+	// reproduced on the same machine under -race with the edge, hub,
+	// fleet, sim and authdns tests beside it).
+	sc := loadShipped(t, "reliability/storm-10x.yaml")
+	sc.Duration = 3 * time.Minute
+	res := runScenarioWithin(t, sc, cfg, sc.Duration+time.Minute)
 	close(done)
 	<-polled
 	k := res.Storms[0]

