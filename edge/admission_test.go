@@ -3,6 +3,7 @@ package edge
 import (
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"testing"
@@ -249,11 +250,12 @@ func TestHerdWaitsForHandshakeSlots(t *testing.T) {
 	}
 
 	te, first, _, ends = herdAtTheLimit(t, n, -1)
-	refused := 0
+	refused, hinted := 0, 0.0
 	for i := range n {
 		c := wire.CloseFromStatus(ends[i])
 		if first[i].GetWelcome() == nil && c.Code == wire.CloseTryAgainLater && c.RetryAfter > 0 {
 			refused++
+			hinted += c.RetryAfter.Seconds()
 			// The hint comes with its window (the Limiter's, spread 0.1),
 			// which the device draws within.
 			if c.RetryWithin <= 0 || c.RetryWithin > c.RetryAfter/5 {
@@ -265,5 +267,11 @@ func TestHerdWaitsForHandshakeSlots(t *testing.T) {
 	// held limit.
 	if rej := te.metric("corral_edge_shed_total", "action", "reject_handshake"); refused < n-1 || rej != float64(refused) {
 		t.Errorf("without a waiting room: %d of %d refused with 1013 and a hint (%v counted); want all but P0's reserved slot", refused, n, rej)
+	}
+	// Every hint is in the histogram of hints, as the devices got it
+	// (the wire carries milliseconds).
+	const hints = "corral_edge_handshake_retry_after_seconds"
+	if c, sum := te.metric(hints), histogramSum(te.reg, hints); c != float64(refused) || math.Abs(sum-hinted) > float64(refused)*0.001 {
+		t.Errorf("%s: %v hints summing to %.3f s; want the %d the devices got, %.3f s", hints, c, sum, refused, hinted)
 	}
 }

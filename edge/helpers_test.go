@@ -159,6 +159,23 @@ func gather(reg *prometheus.Registry, name string, labels ...string) float64 {
 	return total
 }
 
+// histogramSum is the sum of the samples of the histograms of name.
+func histogramSum(reg *prometheus.Registry, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return -1
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return sum
+}
+
 type tokenOpts struct {
 	tenant   string
 	channels []string

@@ -26,6 +26,7 @@ type metrics struct {
 	replayServed   prometheus.Counter
 	replayWaiting  prometheus.Gauge
 	handshake      prometheus.Histogram
+	refusalHints   prometheus.Histogram
 	unserved       prometheus.Counter
 }
 
@@ -83,6 +84,9 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 		handshake: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "corral_edge_handshake_duration_seconds",
 			Help:    "Time from a device's Hello to the origin's Welcome.",
 			Buckets: prometheus.ExponentialBucketsRange(0.0005, 10, 16)}),
+		refusalHints: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "corral_edge_handshake_retry_after_seconds",
+			Help:    "The retry hint (the start of its window) of each Hello refused for want of a handshake slot: its place in the waiting room's virtual queue, or the Shedder's when its stage turns the priority away.",
+			Buckets: prometheus.ExponentialBucketsRange(0.001, 300, 20)}),
 	}
 	for _, t := range labelTransports {
 		m.sessions.WithLabelValues(t)
@@ -105,7 +109,7 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.dropped, m.replayServed, m.replayWaiting, m.handshake, m.unserved} {
+	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.dropped, m.replayServed, m.replayWaiting, m.handshake, m.refusalHints, m.unserved} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge: metrics: %w", err)
 		}

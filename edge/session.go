@@ -298,6 +298,7 @@ func (s *session) refuseHandshake(rank int, waited time.Duration) {
 	e := s.e
 	e.metrics.shed.WithLabelValues("reject_handshake", priorityLabel(rank)).Inc()
 	r := e.adm.refusalHint(e.adm.handshake, rank, e.now(), waited)
+	e.metrics.refusalHints.Observe(r.After.Seconds())
 	e.log.Debug("edge: hello refused: no handshake slot", "priority", priorityLabel(rank), "retry_after", r.After, "retry_within", r.Within,
 		"waiting", e.adm.handshake.Waiting(), "admissions_per_second", int(e.adm.handshake.Rate()))
 	s.close(refusal(wire.CloseTryAgainLater, r, "too many handshakes in flight"), true)
