@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/corralhq/corral/edge"
 	"github.com/corralhq/corral/fleet"
 	"github.com/corralhq/corral/hub"
@@ -157,6 +159,34 @@ func TestUnhealthyOriginLeavesTheAnswer(t *testing.T) {
 	}
 }
 
+// hintsOver returns how many retry hints an edge gave refused Hellos
+// (corral_edge_handshake_retry_after_seconds) and how many of them were
+// over bound, the histogram's largest bucket bound at or under sec.
+func hintsOver(t *testing.T, reg prometheus.Gatherer, sec float64) (n, over uint64, bound float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "corral_edge_handshake_retry_after_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			within := uint64(0)
+			for _, b := range h.GetBucket() {
+				if b.GetUpperBound() <= sec {
+					within, bound = b.GetCumulativeCount(), b.GetUpperBound()
+				}
+			}
+			n += h.GetSampleCount()
+			over += h.GetSampleCount() - within
+		}
+	}
+	return n, over, bound
+}
+
 // poolOrigin is a hub's admission with a fixed capacity: at most workers
 // handshakes at once, each held for hold, so the fleet's set-up rate is
 // known (workers / hold per hub) whatever this machine's speed. Nothing is
@@ -280,7 +310,8 @@ func TestTenTimesStormWithAdmission(t *testing.T) {
 		k.BackAfter.Quantile(50), k.BackAfter.Quantile(99), k.BackAfterByPriority["p0"].Quantile(99))
 	t.Logf("held per second %v; attempts per second %v", res.HeldPerSecond, res.AttemptsPerSecond)
 	for i, e := range f.Edges() {
-		t.Logf("edge %d: queued %v refused %v", i, metric(t, e.Registry, "corral_edge_handshake_queued_total"), metric(t, e.Registry, "corral_edge_handshake_rejected_total"))
+		n, late, bound := hintsOver(t, e.Registry, 10)
+		t.Logf("edge %d: queued %v refused %v; %d retry hints (the warm-up's too), %d of them over %.1f s", i, metric(t, e.Registry, "corral_edge_handshake_queued_total"), metric(t, e.Registry, "corral_edge_handshake_rejected_total"), n, late, bound)
 	}
 	if res.Stopped != "on_recovery" || k.Dropped != 1500 || k.Back != k.Dropped {
 		t.Fatalf("stopped by %s, %d dropped, %d back; want all 1,500 back", res.Stopped, k.Dropped, k.Back)
