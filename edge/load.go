@@ -147,10 +147,10 @@ func (p *peers) receive(b []byte) {
 // handshake capacity (own, this edge's, and the fresh peers') times the
 // edge's part of the fleet's backlog (the peers' as they are now),
 // backlog its own (the refusal being placed counted in it: a refusing
-// edge has a part). Spaced so, every
-// edge's places run out together, when the fleet has served them all;
-// each at its own rate, the fleet took the slowest edge's pace once the
-// fastest edge's places ran out. With no fresh peer it is own.
+// edge has a part). Spaced so, every edge's places run out together,
+// when the fleet has served them all; each at its own rate, the fleet
+// took the slowest edge's pace once the fastest edge's places ran out.
+// With no fresh peer it is own.
 func (p *peers) placeRate(own, backlog float64) float64 {
 	now := p.now()
 	backlog = max(backlog, 0) + 1
