@@ -318,6 +318,10 @@ func TestUp(t *testing.T) {
 			s := u.state(t)
 			return s.Storm != nil && !s.Storm.Running
 		})
+		// The terminal says so too, with kraken's reason.
+		testkit.WaitFor(t, 10*time.Second, "the storm's end logged", func() bool {
+			return strings.Contains(u.proc.log.String(), `"msg":"storm ended","scenario":"up-storm","stopped":"context"`)
+		})
 	})
 
 	t.Run("SIGINT frees everything", func(t *testing.T) {

@@ -110,9 +110,12 @@ func (s *storm) start(u *up, path string) error {
 		switch {
 		case err != nil:
 			r.view.Error = err.Error()
+			u.log.Error("storm failed", "scenario", sc.Name, "err", err)
 		case res != nil:
 			r.view.Stopped = res.Stopped
 			r.view.Held, r.view.Attempts = res.Held, res.Attempts
+			// The terminal's end of what the dashboard shows live.
+			u.log.Info("storm ended", "scenario", sc.Name, "stopped", res.Stopped, "held", res.Held, "devices", r.view.Devices, "attempts", res.Attempts)
 		}
 	}()
 	u.log.Info("storm started", "scenario", sc.Name, "devices", k.Devices())
