@@ -8,6 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -122,13 +123,48 @@ func (te *testEdge) metric(name string, labels ...string) float64 {
 	return gather(te.reg, name, labels...)
 }
 
-// gather sums the counters or gauges of name whose labels match.
+// gather sums the counters or gauges of name whose labels match (a
+// histogram's count of samples).
 func gather(reg *prometheus.Registry, name string, labels ...string) float64 {
-	mfs, err := reg.Gather()
+	ms, err := series(reg, name, labels...)
 	if err != nil {
 		return -1
 	}
 	total := 0.0
+	for _, m := range ms {
+		switch {
+		case m.GetCounter() != nil:
+			total += m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			total += m.GetGauge().GetValue()
+		case m.GetHistogram() != nil:
+			total += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return total
+}
+
+// histogramSum is the sum of the samples of the histograms of name.
+func histogramSum(reg *prometheus.Registry, name string) float64 {
+	ms, err := series(reg, name)
+	if err != nil {
+		return -1
+	}
+	sum := 0.0
+	for _, m := range ms {
+		sum += m.GetHistogram().GetSampleSum()
+	}
+	return sum
+}
+
+// series returns the series of the family name whose labels match labels
+// (name, value pairs).
+func series(reg *prometheus.Registry, name string, labels ...string) ([]*dto.Metric, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	var out []*dto.Metric
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -146,34 +182,10 @@ func gather(reg *prometheus.Registry, name string, labels ...string) float64 {
 					continue metrics
 				}
 			}
-			switch {
-			case m.GetCounter() != nil:
-				total += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				total += m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				total += float64(m.GetHistogram().GetSampleCount())
-			}
+			out = append(out, m)
 		}
 	}
-	return total
-}
-
-// histogramSum is the sum of the samples of the histograms of name.
-func histogramSum(reg *prometheus.Registry, name string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return -1
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetHistogram().GetSampleSum()
-			}
-		}
-	}
-	return sum
+	return out, nil
 }
 
 type tokenOpts struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralhq/corral/hub"
 	"github.com/corralhq/corral/hub/auth"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/scenario"
 )
 
@@ -90,24 +91,15 @@ func (h *testHub) url() string { return "ws://" + h.Addr().String() + "/v1/ws" }
 // a histogram's count).
 func metric(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
+	for _, m := range testkit.Metrics(t, reg, name) {
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	return sum
@@ -117,20 +109,11 @@ func metric(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 // value.
 func metricWith(t *testing.T, reg prometheus.Gatherer, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-				}
+	for _, m := range testkit.Metrics(t, reg, name) {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == value {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}

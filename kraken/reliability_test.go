@@ -15,6 +15,7 @@ import (
 	"github.com/corralhq/corral/edge"
 	"github.com/corralhq/corral/fleet"
 	"github.com/corralhq/corral/hub"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/scenario"
 )
@@ -164,25 +165,16 @@ func TestUnhealthyOriginLeavesTheAnswer(t *testing.T) {
 // over bound, the histogram's largest bucket bound at or under sec.
 func hintsOver(t *testing.T, reg prometheus.Gatherer, sec float64) (n, over uint64, bound float64) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "corral_edge_handshake_retry_after_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			h := m.GetHistogram()
-			within := uint64(0)
-			for _, b := range h.GetBucket() {
-				if b.GetUpperBound() <= sec {
-					within, bound = b.GetCumulativeCount(), b.GetUpperBound()
-				}
+	for _, m := range testkit.Metrics(t, reg, "corral_edge_handshake_retry_after_seconds") {
+		h := m.GetHistogram()
+		within := uint64(0)
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() <= sec {
+				within, bound = b.GetCumulativeCount(), b.GetUpperBound()
 			}
-			n += h.GetSampleCount()
-			over += h.GetSampleCount() - within
 		}
+		n += h.GetSampleCount()
+		over += h.GetSampleCount() - within
 	}
 	return n, over, bound
 }
@@ -259,9 +251,9 @@ func TestTenTimesStormWithAdmission(t *testing.T) {
 	// The run stops once every device is back (7 s after the drop in
 	// the runs of 2026-12-04). It is bounded by three minutes, not by
 	// the scenario's one, so that a machine busy with the rest of the
-	// suite under -race gets there too. Once, in CI, 1,496 of the 1,500 were
-	// back when a minute's bound ended the run: after the rooms expired
-	// the refused came back at 10 to 30 a second for 40 s (not
+	// suite under -race gets there too. Once, in CI, 1,496 of the 1,500
+	// were back when a minute's bound ended the run: after the rooms
+	// expired the refused came back at 10 to 30 a second for 40 s (not
 	// reproduced on the same machine under -race with the edge, hub,
 	// fleet, sim and authdns tests beside it).
 	sc := loadShipped(t, "reliability/storm-10x.yaml")

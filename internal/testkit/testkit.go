@@ -1,7 +1,8 @@
 // Package testkit holds the small helpers corral's tests share: polling for
 // a condition instead of sleeping (after nats-server's checkFor), a buffer
-// that collects logs from many goroutines, a manual clock, and a bare
-// WebSocket client that writes frames as given, masked or not (ws.go).
+// that collects logs from many goroutines, a manual clock, a bare
+// WebSocket client that writes frames as given, masked or not (ws.go),
+// and the series of a Prometheus metric family (metrics.go).
 //
 // The package imports nothing of corral; only tests import it.
 package testkit

@@ -38,18 +38,9 @@ func newServer(t *testing.T, p pair, cfg tlsconf.Config, log *slog.Logger) (*tls
 
 func handshakes(t *testing.T, reg *prometheus.Registry, kind string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "corral_tls_handshakes_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == kind {
-				return m.GetCounter().GetValue()
-			}
+	for _, m := range testkit.Metrics(t, reg, "corral_tls_handshakes_total") {
+		if m.GetLabel()[0].GetValue() == kind {
+			return m.GetCounter().GetValue()
 		}
 	}
 	t.Fatalf("no corral_tls_handshakes_total{kind=%q}", kind)
