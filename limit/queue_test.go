@@ -539,7 +539,11 @@ func TestPlacesFollowTheHigherPrioritiesExpiring(t *testing.T) {
 		l := fixedLimiter(t, 10, QueueConfig{MaxWait: 2 * time.Second})
 		l.SetPlaceRate(func(own float64) float64 { return 3 * own })
 		stop := closedLoop(t, l, 10, 10*time.Millisecond)
-		time.Sleep(3 * time.Second)
+		// Between the workers' 10 ms turns, once each holds its slot
+		// again: at a turn's instant a worker may have released its
+		// slot and not yet taken the next (CI once saw a P1 acquire).
+		time.Sleep(3*time.Second + 5*time.Millisecond)
+		synctest.Wait()
 		const p1 = 300
 		for range p1 {
 			if _, w := l.AcquireOrWait(P1, func(tok Token, ok bool) {
