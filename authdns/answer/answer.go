@@ -58,6 +58,8 @@ type Set struct {
 	// the effective weights that replace them (SetWeights).
 	weights []uint32
 	eff     atomic.Pointer[[]uint32]
+	// leaveOut is Config.BigLeaveOut.
+	leaveOut bool
 }
 
 // NewSet validates cfg and compiles it into a Set.
@@ -78,6 +80,7 @@ func NewSet(cfg Config) (*Set, error) {
 	for i, r := range s.recs {
 		s.weights[i] = r.Weight
 	}
+	s.leaveOut = cfg.BigLeaveOut
 	s.sel = cfg.Policy.build(&cfg)
 	if c, ok := s.sel.(classReader); ok {
 		s.byClass = c.readsClass()
@@ -243,4 +246,14 @@ func sample(a []int, k int, r Source) []int {
 		a[i], a[j] = a[j], a[i]
 	}
 	return a[:k]
+}
+
+// bigCount returns how many of avail candidates an answer of n to a big
+// resolver names: n, or avail-1 when n is every one of three or more and
+// the set leaves one out (Config.BigLeaveOut).
+func (s *Set) bigCount(n, avail int) int {
+	if s.leaveOut && n >= avail && avail >= 3 {
+		return avail - 1
+	}
+	return n
 }

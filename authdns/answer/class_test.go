@@ -64,6 +64,11 @@ func TestBigResolversGetMore(t *testing.T) {
 		{"weighted with big subset: the non-zero weights", Config{Policy: Weighted, BigSubset: true, Records: v.recs(1, 2, 3, 0)}, nil, 1, 3, true, []int{3}},
 		{"weighted with big subset of 2", Config{Policy: Weighted, BigSubset: true, BigN: 2, Records: v.recs(1, 2, 3, 0)}, down{"c1": true}, 1, 2, true, []int{1, 3}},
 		{"weighted with big subset, only standbys up", Config{Policy: Weighted, BigSubset: true, Records: v.recs(1, 2, 0, 0)}, down{"c0": true, "c1": true}, 1, 2, true, []int{0, 1}},
+		{"multivalue leaving one out", Config{Policy: Multivalue, N: 3, BigLeaveOut: true, Records: v.recs(ten...)}, down{"c9": true}, 3, 8, true, []int{9}},
+		{"multivalue leaving one out of big_n", Config{Policy: Multivalue, N: 3, BigN: 5, BigLeaveOut: true, Records: v.recs(ten...)}, nil, 3, 5, true, nil},
+		{"weighted-subset leaving one out", Config{Policy: WeightedSubset, N: 2, BigLeaveOut: true, Records: v.recs(1, 2, 3, 4, 0, 5)}, down{"c5": true}, 2, 4, true, []int{5}},
+		{"weighted leaving one out", Config{Policy: Weighted, BigSubset: true, BigLeaveOut: true, Records: v.recs(1, 2, 3, 0)}, nil, 1, 2, true, []int{3}},
+		{"weighted leaving none of two out", Config{Policy: Weighted, BigSubset: true, BigLeaveOut: true, Records: v.recs(1, 2, 3, 0)}, down{"c2": true}, 1, 2, true, []int{2, 3}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,6 +157,10 @@ func TestBigConfigErrors(t *testing.T) {
 			"big n applies to the weighted, multivalue and weighted-subset policies, not failover"},
 		{"big subset on multivalue", Config{Policy: Multivalue, BigSubset: true, Records: v.recs(0)}, FieldBigSubset,
 			"big weighted subset applies to the weighted policy, not multivalue"},
+		{"big leave out on weighted without big subset", Config{Policy: Weighted, BigLeaveOut: true, Records: v.recs(1)}, FieldBigLeaveOut,
+			"big leave out applies to a weighted set only with big weighted subset"},
+		{"big leave out on failover", Config{Policy: Failover, BigLeaveOut: true, Records: []Record{{}}}, FieldBigLeaveOut,
+			"big leave out applies to the weighted, multivalue and weighted-subset policies, not failover"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,6 +183,7 @@ func TestSelectBigDoesNotAllocate(t *testing.T) {
 		{Policy: Multivalue, Records: v.recs(make([]uint32, 10)...)},
 		{Policy: WeightedSubset, N: 2, Records: v.recs(1, 2, 3, 4, 0)},
 		{Policy: Weighted, BigSubset: true, Records: v.recs(1, 2, 3, 4, 0)},
+		{Policy: Weighted, BigSubset: true, BigLeaveOut: true, Records: v.recs(1, 2, 3, 4, 0)},
 	} {
 		s := mustSet(t, cfg)
 		dst := make([]int, 0, s.Len())

@@ -79,6 +79,14 @@ type Config struct {
 	// ones of non-zero weight, so a standby stays one) instead of one
 	// record. Only weighted reads it.
 	BigSubset bool
+	// BigLeaveOut: an answer to a big resolver that would name every
+	// healthy record, three or more, names all but one, the one left out
+	// drawn at random (for weighted sets by weight: the lightest most
+	// often). Learning the resolvers' audience needs it: an answer of
+	// every record spreads its resolver's sessions like everybody's, and
+	// AudienceConfig.Learn can tell nothing of it from them. Read by the
+	// policies that read BigN.
+	BigLeaveOut bool
 }
 
 // Validate reports what is wrong with c as *FieldError values joined with
@@ -123,6 +131,9 @@ func (c Config) Validate() error {
 	}
 	if c.BigSubset && unused(FieldBigSubset) {
 		errs = append(errs, setErr(FieldBigSubset, "%s", applies(FieldBigSubset)))
+	}
+	if c.BigLeaveOut && unused(FieldBigLeaveOut) {
+		errs = append(errs, setErr(FieldBigLeaveOut, "%s", applies(FieldBigLeaveOut)))
 	}
 	if c.Dealer != nil && unused(FieldDealer) {
 		errs = append(errs, setErr(FieldDealer, "%s", applies(FieldDealer)))

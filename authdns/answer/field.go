@@ -8,20 +8,21 @@ type Field uint8
 
 // The fields. FieldPolicy and FieldRecords are read by every policy.
 const (
-	FieldPolicy    Field = iota // Config.Policy
-	FieldRecords                // Config.Records
-	FieldN                      // Config.N
-	FieldDealer                 // Config.Dealer
-	FieldLocations              // Config.Locations
-	FieldWeight                 // Record.Weight
-	FieldSecondary              // Record.Secondary
-	FieldLocation               // Record.Location
-	FieldBigN                   // Config.BigN
-	FieldBigSubset              // Config.BigSubset
+	FieldPolicy      Field = iota // Config.Policy
+	FieldRecords                  // Config.Records
+	FieldN                        // Config.N
+	FieldDealer                   // Config.Dealer
+	FieldLocations                // Config.Locations
+	FieldWeight                   // Record.Weight
+	FieldSecondary                // Record.Secondary
+	FieldLocation                 // Record.Location
+	FieldBigN                     // Config.BigN
+	FieldBigSubset                // Config.BigSubset
+	FieldBigLeaveOut              // Config.BigLeaveOut
 	numFields
 )
 
-var fieldNames = [numFields]string{"policy", "records", "n", "shuffle dealer", "locations", "weight", "secondary", "location", "big n", "big weighted subset"}
+var fieldNames = [numFields]string{"policy", "records", "n", "shuffle dealer", "locations", "weight", "secondary", "location", "big n", "big weighted subset", "big leave out"}
 
 // String returns the field's name in lower case ("weight").
 func (f Field) String() string {

@@ -9,7 +9,7 @@ package answer
 // weighted-subset draws.
 var Multivalue = &Policy{
 	name:   "multivalue",
-	fields: fields(FieldN, FieldBigN),
+	fields: fields(FieldN, FieldBigN, FieldBigLeaveOut),
 	validate: func(c *Config) []error {
 		if n := nOr(c.N, DefaultMultivalue); c.BigN != 0 && c.BigN < n {
 			return []error{setErr(FieldBigN, "big n %d is below n %d: a big resolver gets at least as many records as a small one", c.BigN, n)}
@@ -39,12 +39,12 @@ type multivalue struct{ n, big int }
 func (*multivalue) readsClass() bool { return true }
 
 func (m *multivalue) pick(s *Set, dst []int, q Query, r Source) ([]int, Result) {
-	n := m.n
-	if q.Class == ClassBig {
+	n, big := m.n, q.Class == ClassBig
+	if big {
 		n = m.big
 	}
 	if e := s.eff.Load(); e != nil { // load feedback: by weight
-		return s.weightedSample(dst, n, *e, r)
+		return s.weightedSample(dst, n, big, *e, r)
 	}
 	if flags := s.flags; flags != nil {
 		up := all(dst, len(flags))
@@ -66,6 +66,9 @@ func (m *multivalue) pick(s *Set, dst []int, q Query, r Source) ([]int, Result) 
 	open := len(dst) == 0
 	if open {
 		dst = all(dst, len(s.recs))
+	}
+	if big {
+		n = s.bigCount(min(n, len(dst)), len(dst))
 	}
 	return sample(dst, n, r), Result{FailOpen: open}
 }

@@ -12,11 +12,14 @@ package answer
 // draw.
 var Weighted = &Policy{
 	name:   "weighted",
-	fields: fields(FieldWeight, FieldBigSubset, FieldBigN),
+	fields: fields(FieldWeight, FieldBigSubset, FieldBigN, FieldBigLeaveOut),
 	one:    true,
 	validate: func(c *Config) []error {
 		if c.BigN != 0 && !c.BigSubset {
 			return []error{setErr(FieldBigN, "big n applies to a weighted set only with big weighted subset")}
+		}
+		if c.BigLeaveOut && !c.BigSubset {
+			return []error{setErr(FieldBigLeaveOut, "big leave out applies to a weighted set only with big weighted subset")}
 		}
 		return nil
 	},
@@ -39,9 +42,9 @@ func (wp weighted) pick(s *Set, dst []int, q Query, r Source) ([]int, Result) {
 	dst, nz, total, open := s.weightedCandidates(dst, w)
 	if wp.big > 0 && q.Class == ClassBig {
 		if nz == 0 { // only zero weights: equal chances
-			return sample(dst, wp.big, r), Result{FailOpen: open}
+			return sample(dst, s.bigCount(min(wp.big, len(dst)), len(dst)), r), Result{FailOpen: open}
 		}
-		return dst[:drawByWeight(dst, min(wp.big, nz), nz, total, w, r)], Result{FailOpen: open}
+		return dst[:drawByWeight(dst, s.bigCount(min(wp.big, nz), nz), nz, total, w, r)], Result{FailOpen: open}
 	}
 	if nz == 0 { // only zero weights: equal chances
 		return append(dst[:0], dst[uintn(r, uint64(len(dst)))]), Result{FailOpen: open}

@@ -9,7 +9,7 @@ package answer
 // 0).
 var WeightedSubset = &Policy{
 	name:   "weighted-subset",
-	fields: fields(FieldN, FieldWeight, FieldBigN),
+	fields: fields(FieldN, FieldWeight, FieldBigN, FieldBigLeaveOut),
 	validate: func(c *Config) []error {
 		switch {
 		case c.N == 0:
@@ -27,19 +27,22 @@ type subset struct{ n, big int }
 func (subset) readsClass() bool { return true }
 
 func (w subset) pick(s *Set, dst []int, q Query, r Source) ([]int, Result) {
-	n := w.n
-	if q.Class == ClassBig {
+	n, big := w.n, q.Class == ClassBig
+	if big {
 		n = w.big
 	}
-	return s.weightedSample(dst, n, s.weightsNow(), r)
+	return s.weightedSample(dst, n, big, s.weightsNow(), r)
 }
 
 // weightedSample answers n records by weight w without replacement from
 // the healthy ones, zero weights filling up in random order, every record
-// when none is healthy.
-func (s *Set) weightedSample(dst []int, n int, w []uint32, r Source) ([]int, Result) {
+// when none is healthy; big is an answer to a big resolver (bigCount).
+func (s *Set) weightedSample(dst []int, n int, big bool, w []uint32, r Source) ([]int, Result) {
 	dst, nz, total, open := s.weightedCandidates(dst, w)
 	n = min(n, len(dst))
+	if big {
+		n = s.bigCount(n, len(dst))
+	}
 	k := drawByWeight(dst, min(n, nz), nz, total, w, r)
 	if k < n { // fill up with zero-weight records, in random order
 		sample(dst[k:], n-k, r)
