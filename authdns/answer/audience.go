@@ -25,22 +25,24 @@ import (
 // of them the group's rate in the ratio of their estimates. Their answers
 // are drawn again at each TTL, and over a few TTLs the draws part them.
 //
-// An answer that names every origin teaches nothing: its resolver's
-// sessions spread like everybody's, and others' estimates can take them
-// over. In TestAudienceKeepsBigAnswersBig, with a big resolver answered
-// with every record, its estimate fell from 1,000 sessions a second to 41
-// and 24 of 100 resolvers of 1 a second were classed big when such
-// answers were learned from; to 26, with 42 classed big, when they were
-// held (the small ones that shared its origin before it was found kept
-// the group's rate, then got answers of every record in turn). So Learn
-// holds the estimate of an answer of every origin, and answers to big
-// resolvers leave one record out (Config.BigLeaveOut): the left-out one
-// changes at every TTL, and the draws keep parting them. A sample per
-// interval of the difference between the origins an answer names and
-// the others (an estimator of a randomised experiment) was tried too:
-// in its first interval every small resolver sharing an origin with the
-// big one took the big one's rate for its own, and the all-record
-// answers then held it.
+// An answer that names every origin tells nothing of its resolver's
+// share: its sessions spread like everybody's, and others' estimates can
+// take them over. In TestAudienceKeepsBigAnswersBig, with a big resolver
+// answered with every record, its estimate fell from 1,000 sessions a
+// second to 41 and 24 of 100 resolvers of 1 a second were classed big
+// when such answers were learned from by their origins' ratios; to 32,
+// with 30 classed big, when they moved with the whole opened rate only
+// (the small ones that shared its origin before it was found kept the
+// group's rate, then got answers of every record in turn). So such an
+// answer moves its estimate with the whole opened rate only (when
+// nothing opens, every estimate and the total fall alike and the shares
+// hold), and answers to big resolvers leave one record out
+// (Config.BigLeaveOut): the left-out one changes at every TTL, and the
+// draws keep parting them. A sample per interval of the difference
+// between the origins an answer names and the others (an estimator of a
+// randomised experiment) was tried too: in its first interval every
+// small resolver sharing an origin with the big one took the big one's
+// rate for its own.
 
 // DefaultAudienceHalfLife is the half-life of the audience estimates
 // when none is configured: the window of the query shares
@@ -94,14 +96,15 @@ func (a *Audience) Of(rule ClassConfig, i int) Class {
 	return rule.Of(a.Est[i], a.Total)
 }
 
-// Learn moves the estimates of a one interval of length dt: answers[i]
+// Learn moves the estimates of a by one interval of length dt: answers[i]
 // is the records (origin indices) resolver i's cached answer named over
 // the interval, empty for one that held none, and opened[o] the sessions
 // a second origin o opened over it. a.Est grows to len(answers). A
-// resolver without an answer keeps its estimate, and so does one whose
-// answer names every origin in play (those some answer names or that
-// opened sessions); a new one starts at the mean of the others holding
-// answers (the opened rate over their count when none is known).
+// resolver without an answer keeps its estimate; one whose answer names
+// every origin in play (those some answer names or that opened sessions)
+// moves with the whole opened rate over the predicted one; a new one
+// starts at the mean of the others holding answers (the opened rate over
+// their count when none is known).
 // Sessions of an origin no answer names are nobody's. Bad indices and
 // rates (negative, not finite) count as nothing. Learn is pure and
 // allocates nothing once a has grown to the resolvers and the origins.
@@ -128,7 +131,11 @@ func (c AudienceConfig) Learn(a *Audience, answers [][]int, opened []float64, dt
 		total += rate(o)
 	}
 	keep := math.Exp2(-float64(dt) / float64(c.HalfLife))
-	a.Total = keep*a.Total + (1-keep)*total
+	if a.Total > 0 {
+		a.Total = keep*a.Total + (1-keep)*total
+	} else {
+		a.Total = total // the first interval, as a new estimate starts at its mean
+	}
 	// New resolvers start at the mean of the known ones.
 	known, sum, holding := 0, 0.0, 0
 	for i, ans := range answers {
@@ -169,8 +176,17 @@ func (c AudienceConfig) Learn(a *Audience, answers [][]int, opened []float64, dt
 			play++
 		}
 	}
+	predicted := 0.0
+	for _, p := range pred {
+		predicted += p
+	}
+	level := total / predicted // every estimate holds answers: predicted > 0
 	for i, ans := range answers {
-		if len(ans) == 0 || a.Est[i] == 0 || covers(ans, pred, play) {
+		if len(ans) == 0 || a.Est[i] == 0 {
+			continue
+		}
+		if covers(ans, pred, play) {
+			a.Est[i] = keep*a.Est[i] + (1-keep)*a.Est[i]*level
 			continue
 		}
 		ratio := 0.0
