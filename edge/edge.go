@@ -79,6 +79,7 @@ type Edge struct {
 	started  chan struct{}
 	done     chan struct{}
 	draining atomic.Bool
+	opened   atomic.Uint64 // device sessions opened since the start (Stats.Opened)
 	ready    atomic.Bool
 	stopOnce sync.Once
 
@@ -347,11 +348,15 @@ type Stats struct {
 	// the last window's p99 and the ideal latency it cuts the limit
 	// against; zero without admission).
 	Handshake limit.LimitStats
+	// Opened is the device sessions opened since the edge started (the
+	// sum of corral_edge_sessions_opened_total), which its load reports
+	// carry.
+	Opened uint64
 }
 
 // Stats returns the edge's state now.
 func (e *Edge) Stats() Stats {
-	st := Stats{Sessions: e.Sessions(), OriginSessions: map[string]int64{}}
+	st := Stats{Sessions: e.Sessions(), OriginSessions: map[string]int64{}, Opened: e.opened.Load()}
 	for _, o := range e.origins.List() {
 		st.OriginSessions[o.Addr()] = o.Sessions()
 	}

@@ -90,7 +90,7 @@ func (e *Edge) publishLoad(ctx context.Context, addr string) {
 	interval := cmp.Or(c.Interval, loadreport.DefaultInterval)
 	loadreport.Publish(ctx, nc, subject, interval, e.log, func() loadreport.Report {
 		st := e.Stats()
-		r := loadreport.Report{Node: e.nodeID, Kind: "edge", Addr: addr, Sessions: st.Sessions, Capacity: c.Capacity, Limit: st.HandshakeLimit, Stage: int(st.Stage)}
+		r := loadreport.Report{Node: e.nodeID, Kind: "edge", Addr: addr, Sessions: st.Sessions, Capacity: c.Capacity, Limit: st.HandshakeLimit, Stage: int(st.Stage), Opened: st.Opened}
 		if h := e.adm.handshake; h != nil {
 			r.Inflight = h.InFlight()
 			r.Rate, r.Backlog = h.Capacity(), h.Backlog()

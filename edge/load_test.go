@@ -38,7 +38,8 @@ func loadNATS(t *testing.T, subject string) (*natsutil.Embedded, *natsutil.Conn,
 
 // TestLoadReports: with load.nats set, the edge publishes its load
 // (kind edge, its WebSocket address, sessions, the handshake limit of its
-// admission, load.capacity) on the subject at the interval.
+// admission, load.capacity, the sessions opened since its start) on the
+// subject at the interval.
 func TestLoadReports(t *testing.T) {
 	ns, _, sub := loadNATS(t, "test.load")
 	h := startHub(t, nil)
@@ -57,6 +58,28 @@ func TestLoadReports(t *testing.T) {
 		}
 		if r.Kind != "edge" || r.Node != "edge-test" || r.Addr != te.Addr().String() || r.Limit != te.Stats().HandshakeLimit || r.Limit == 0 || r.Interval != 20*time.Millisecond || r.Capacity != 7000 {
 			t.Fatalf("report %+v: want kind edge, node edge-test, addr %s, the handshake limit %d, capacity 7000", r, te.Addr(), te.Stats().HandshakeLimit)
+		}
+	}
+	// The reports count the device sessions opened since the start,
+	// closed ones too (what authdns's audience learning reads).
+	for range 3 {
+		_ = dialClient(t, client.Config{Addrs: []string{te.wsAddr()}}).Close()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		m, err := sub.NextMsg(20 * time.Second)
+		if err != nil {
+			t.Fatalf("no load report: %v", err)
+		}
+		r, err := loadreport.Decode(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Opened == 3 && te.Stats().Opened == 3 {
+			break
+		}
+		if r.Opened > 3 || time.Now().After(deadline) {
+			t.Fatalf("report opened %d, stats %d: want the 3 sessions opened", r.Opened, te.Stats().Opened)
 		}
 	}
 	bad := testConfig("127.0.0.1:1")

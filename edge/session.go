@@ -102,6 +102,7 @@ func (e *Edge) newSession(dev device) *session {
 		s.ageEnd = now.Add(jitterAge(age)).UnixNano()
 	}
 	e.metrics.opened.WithLabelValues(dev.kind()).Inc()
+	e.opened.Add(1)
 	if !e.register(s) {
 		s.close(e.goAwayClose("edge is draining"), true)
 	}

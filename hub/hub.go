@@ -99,7 +99,8 @@ type Hub struct {
 	// historyDown holds why the history cannot be read or written (the
 	// last failed open or probe), nil while it can.
 	historyDown atomic.Pointer[string]
-	replicas    atomic.Int64 // of the history streams, as the hub opened or scaled them
+	replicas    atomic.Int64  // of the history streams, as the hub opened or scaled them
+	opened      atomic.Uint64 // sessions opened since the start (Stats.Opened)
 	stopOnce    sync.Once
 
 	mu        sync.Mutex

@@ -52,7 +52,7 @@ func (h *Hub) publishLoad(ctx context.Context, ln net.Listener) {
 	}
 	loadreport.Publish(ctx, h.nc, c.Subject, c.Interval, h.log, func() loadreport.Report {
 		st := h.Stats()
-		r := loadreport.Report{Node: h.nodeID, Kind: "hub", Addr: addr, Sessions: st.Sessions, Capacity: c.Capacity, Limit: st.PublishLimit, Stage: int(st.Stage)}
+		r := loadreport.Report{Node: h.nodeID, Kind: "hub", Addr: addr, Sessions: st.Sessions, Capacity: c.Capacity, Limit: st.PublishLimit, Stage: int(st.Stage), Opened: st.Opened}
 		if h.limiter != nil {
 			r.Inflight = h.limiter.InFlight()
 		}

@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/internal/loadreport"
 )
 
 // TestLoadReports: with load.enabled the hub publishes its load (kind
-// hub, its WebSocket address, sessions, the publish limit, the stage) on
-// its NATS connection at the interval, with load.capacity; a bad load
-// config is refused.
+// hub, its WebSocket address, sessions, the publish limit, the stage,
+// the sessions opened since its start) on its NATS connection at the
+// interval, with load.capacity; a bad load config is refused.
 func TestLoadReports(t *testing.T) {
 	th := startHub(t, func(c *Config, _ *Options) {
 		c.NodeID = "hub-load"
@@ -33,6 +34,28 @@ func TestLoadReports(t *testing.T) {
 		}
 		if r.Kind != "hub" || r.Node != "hub-load" || r.Addr != th.Addr().String() || r.Limit == 0 || r.Limit != th.Stats().PublishLimit || r.Interval != 20*time.Millisecond || r.Capacity != 5000 {
 			t.Fatalf("report %+v: want kind hub, node hub-load, addr %s, publish limit %d, capacity 5000", r, th.Addr(), th.Stats().PublishLimit)
+		}
+	}
+	// The reports count the sessions opened since the start, closed ones
+	// too (what authdns's audience learning reads).
+	for range 3 {
+		_ = dialClient(t, client.Config{Addrs: []string{th.wsAddr()}}).Close()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		m, err := sub.NextMsg(20 * time.Second)
+		if err != nil {
+			t.Fatalf("no load report: %v", err)
+		}
+		r, err := loadreport.Decode(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Opened == 3 && th.Stats().Opened == 3 {
+			break
+		}
+		if r.Opened > 3 || time.Now().After(deadline) {
+			t.Fatalf("report opened %d, stats %d: want the 3 sessions opened", r.Opened, th.Stats().Opened)
 		}
 	}
 	cfg := DefaultConfig()

@@ -156,6 +156,7 @@ func (h *Hub) newSession(tr transport) *session {
 	}
 	s.lastRecv.Store(now.UnixNano())
 	h.metrics.sessionsOpenedOf.with(tr.kind()).Inc()
+	h.opened.Add(1)
 	if !h.register(s) {
 		s.close(h.goAwayClose("hub is draining"), true)
 	}

@@ -22,13 +22,16 @@ type Stats struct {
 	// HistoryReplicas is the replica count of the history streams as the
 	// hub opened them (0 before, or with the memory store).
 	HistoryReplicas int64
+	// Opened is the sessions opened since the hub started (the sum of
+	// corral_hub_sessions_opened_total), which its load reports carry.
+	Opened uint64
 }
 
 // Stats returns the hub's state now. It is safe for concurrent use.
 func (h *Hub) Stats() Stats {
 	st := Stats{
 		NodeID: h.nodeID, Ready: h.Ready(), Draining: h.draining.Load(),
-		Sessions: h.Sessions(), HistoryReplicas: h.replicas.Load(),
+		Sessions: h.Sessions(), HistoryReplicas: h.replicas.Load(), Opened: h.opened.Load(),
 	}
 	h.relay.mu.Lock()
 	st.RelayStreams = len(h.relay.streams)

@@ -51,6 +51,10 @@ type Report struct {
 	// Stage is the shedding stage (package limit's Stage, 0 normal to 5
 	// lifeboat).
 	Stage int `json:"stage"`
+	// Opened is the sessions the origin opened since it started, a
+	// counter: authdns learns each resolver's audience from its growth
+	// (resolvers.audience). 0: none yet, or not reported.
+	Opened uint64 `json:"opened,omitempty"`
 	// Interval is the publisher's interval, so that a reader knows when
 	// to expect the next report.
 	Interval time.Duration `json:"interval_ns"`
