@@ -292,7 +292,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	// Compiling the zones checks every record.
-	_, err := compile(c, c.Feedback, nil)
+	_, err := compile(c, c.Feedback, c.Resolvers.learns(), nil)
 	return err
 }
 
@@ -311,6 +311,9 @@ func (c *Config) validateSettings() error {
 	}
 	c.Feedback.validate(bad)
 	c.Resolvers.validate(bad)
+	if c.Resolvers.Audience && !c.Feedback.enabled() {
+		bad("resolvers.audience", "learns from the origins' load reports: needs feedback.nats")
+	}
 	if c.Sockets < 0 || c.Sockets > 256 {
 		bad("sockets", "must be 0 (one per core) to 256, got %d", c.Sockets)
 	}

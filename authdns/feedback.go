@@ -263,7 +263,7 @@ func (f *feedback) byValue(now time.Time) (map[string]answer.Load, map[string]st
 	who := make(map[string]string, 2*len(f.loads))
 	var rows []originRow
 	for addr, r := range f.loads {
-		l := answer.Load{At: f.heardAt[addr], Sessions: r.Sessions, Capacity: r.Capacity, Inflight: r.Inflight, Limit: r.Limit, Stage: r.Stage}
+		l := answer.Load{At: f.heardAt[addr], Sessions: r.Sessions, Capacity: r.Capacity, Inflight: r.Inflight, Limit: r.Limit, Stage: r.Stage, Opened: r.Opened}
 		fresh := now.Sub(l.At) <= f.bounds.Timeout
 		rows = append(rows, originRow{addr: addr, node: r.Node, kind: r.Kind, load: l, fresh: fresh})
 		keys := []string{addr}
@@ -290,9 +290,13 @@ func (f *feedback) tick(now time.Time) {
 	view := &feedbackView{at: now, origins: origins}
 	var w []uint32
 	var fs []float64
+	var learn []*rrset
 	f.s.state.Load().zones.eachSet(func(set *rrset) {
 		if !set.sel.Policy().Fed() {
 			return
+		}
+		if set.learn {
+			learn = append(learn, set)
 		}
 		base := set.sel.FeedbackBase()
 		fs = fs[:0]
@@ -314,6 +318,9 @@ func (f *feedback) tick(now time.Time) {
 	})
 	f.factors = factors
 	f.view.Store(view)
+	if f.s.res != nil && f.s.res.aud != nil {
+		f.s.res.aud.tick(learn, loads, now, f.s.cfg.Feedback.interval(), f.bounds.Timeout)
+	}
 }
 
 // eachSet calls fn with every record set of the zones.

@@ -136,12 +136,30 @@ func (s *Server) healthStatus() admin.Status {
 	if s.res != nil {
 		v := s.res.view.Load()
 		rt := admin.Table{Title: "resolvers: big", Columns: []string{"resolver", "share of the queries"}}
-		for _, b := range v.big {
-			rt.Rows = append(rt.Rows, admin.Row{Cells: []string{b.prefix.String(), strconv.FormatFloat(100*b.share, 'f', 1, 64) + " %"}})
+		if s.res.aud != nil {
+			rt.Columns = append(rt.Columns, "share of the sessions (audience)")
+		}
+		pct := func(x float64) string {
+			if x == 0 {
+				return "-"
+			}
+			return strconv.FormatFloat(100*x, 'f', 1, 64) + " %"
+		}
+		for _, b := range s.BigResolvers() {
+			cells := []string{b.Prefix.String(), pct(b.Share)}
+			if s.res.aud != nil {
+				cells = append(cells, pct(b.Audience))
+			}
+			rt.Rows = append(rt.Rows, admin.Row{Cells: cells})
 		}
 		st.Tables = append(st.Tables, rt)
 		st.Facts = append(st.Facts, admin.Fact{Name: "resolvers", Value: fmt.Sprintf("%d big, %d tracked, big above %g of %d queries in the window, at %s",
 			len(v.big), v.tracked, v.bigShare, v.total, stamp(v.at))})
+		if a := s.res.aud; a != nil {
+			av := a.view.Load()
+			st.Facts = append(st.Facts, admin.Fact{Name: "resolver audiences", Value: fmt.Sprintf("%d big above %g of a set's opened sessions, %d tracked, %d answers not noted (sets full), half-life %v",
+				len(av.big), a.rule.BigShare, av.tracked, a.dropped.Load(), a.cfg.HalfLife)})
+		}
 	}
 	if s.fb == nil {
 		return st

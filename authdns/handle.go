@@ -55,6 +55,7 @@ type worker struct {
 	class   answer.Class
 	classed bool
 	ecsBits int
+	resKey  uint64 // the resolver's key, once classed (audience.go)
 	// byClass is the class counts not yet added to st (flush).
 	byClass [answer.NumClasses]classCounts
 }
@@ -357,6 +358,9 @@ func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.
 		aq.Class = w.classOf(set, aq)
 	}
 	idx, res := set.sel.Select(w.dst, aq, w.rng)
+	if set.learn && w.tab != nil {
+		w.srv.res.aud.answered(set, w.resKey, idx, w.srv.now())
+	}
 	w.policy = int(set.policy) + 1
 	w.failOpen = w.failOpen || res.FailOpen
 	if res.Scope > w.scope {

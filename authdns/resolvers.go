@@ -53,6 +53,19 @@ type ResolversConfig struct {
 	// query that carries one, cut to this length.
 	IPv4Prefix int `yaml:"ipv4_prefix"`
 	IPv6Prefix int `yaml:"ipv6_prefix"`
+	// Audience also learns each resolver's audience from the sessions
+	// the origins report opening (answer.AudienceConfig.Learn, on the
+	// load reports of feedback, which it needs) and classes big a
+	// resolver above BigShare of them: a resolver with one cache asks
+	// once a TTL whatever stands behind it, so its queries do not show
+	// a CDN's PoP, and where its answers send sessions does. Answers to
+	// big resolvers then leave one healthy record out
+	// (answer.Config.BigLeaveOut), which the learning needs. Off by
+	// default.
+	Audience bool `yaml:"audience"`
+	// HalfLife is the audience estimates' half-life (default 60s,
+	// answer.DefaultAudienceHalfLife).
+	HalfLife time.Duration `yaml:"half_life"`
 }
 
 // withDefaults returns c with its zero fields set to the defaults.
@@ -62,8 +75,12 @@ func (c ResolversConfig) withDefaults() ResolversConfig {
 	c.TableSize = cmp.Or(c.TableSize, DefaultResolverTable)
 	c.IPv4Prefix = cmp.Or(c.IPv4Prefix, DefaultResolverIPv4Prefix)
 	c.IPv6Prefix = cmp.Or(c.IPv6Prefix, DefaultResolverIPv6Prefix)
+	c.HalfLife = cmp.Or(c.HalfLife, answer.DefaultAudienceHalfLife)
 	return c
 }
+
+// learns reports whether resolver-aware answers learn audiences.
+func (c ResolversConfig) learns() bool { return c.Enabled && c.Audience }
 
 // Bounds of the resolvers block.
 const (
@@ -88,6 +105,12 @@ func (c ResolversConfig) validate(bad func(path, format string, args ...any)) {
 	}
 	if c.IPv4Prefix < 0 || c.IPv4Prefix > 32 {
 		bad("resolvers.ipv4_prefix", "must be 1 to 32 (0: the default %d), got %d", DefaultResolverIPv4Prefix, c.IPv4Prefix)
+	}
+	if c.HalfLife < 0 {
+		bad("resolvers.half_life", "must not be negative (0: the default %v), got %v", answer.DefaultAudienceHalfLife, c.HalfLife)
+	}
+	if c.Audience && !c.Enabled {
+		bad("resolvers.audience", "needs resolvers.enabled: true")
 	}
 	if c.IPv6Prefix < 0 || c.IPv6Prefix > maxResolverIPv6Prefix {
 		bad("resolvers.ipv6_prefix", "must be 1 to %d (0: the default %d), got %d", maxResolverIPv6Prefix, DefaultResolverIPv6Prefix, c.IPv6Prefix)
@@ -334,6 +357,7 @@ type resolvers struct {
 	clock                    atomic.Uint64 // epoch<<8 | phase of the last step; epoch 1 is the first window
 	big                      atomic.Pointer[classSet]
 	view                     atomic.Pointer[resolverView]
+	aud                      *audience // nil without resolvers.audience
 
 	mu     sync.Mutex // guards tables
 	tables []*resolverTable
@@ -379,18 +403,20 @@ func (r *resolvers) newTable(mu *sync.Mutex) *resolverTable {
 }
 
 // class counts one query of the resolver of client (or of its client
-// subnet) in t and returns its class and the length of the subnet the
-// class was keyed by (0: the source address).
-func (r *resolvers) class(t *resolverTable, client netip.Addr, subnet netip.Prefix) (answer.Class, int) {
+// subnet) in t and returns its class, the length of the subnet the class
+// was keyed by (0: the source address) and its key (0: none). A resolver
+// is big by its share of the queries or, with resolvers.audience, of the
+// sessions its answers send (audience.go).
+func (r *resolvers) class(t *resolverTable, client netip.Addr, subnet netip.Prefix) (answer.Class, int, uint64) {
 	key, ecsBits := r.key(client, subnet)
 	if key == 0 {
-		return answer.ClassSmall, 0
+		return answer.ClassSmall, 0, 0
 	}
 	t.count(key, r.clock.Load())
-	if r.big.Load().has(key) {
-		return answer.ClassBig, ecsBits
+	if r.big.Load().has(key) || (r.aud != nil && r.aud.big.Load().has(key)) {
+		return answer.ClassBig, ecsBits, key
 	}
-	return answer.ClassSmall, ecsBits
+	return answer.ClassSmall, ecsBits, key
 }
 
 // run steps every window/8 until ctx ends.
@@ -464,7 +490,7 @@ type classCounts struct{ queries, answers, records uint64 }
 // that subnet only (RFC 7871 7.2.1), and the resolver caches it so.
 func (w *worker) classOf(set *rrset, aq answer.Query) answer.Class {
 	if !w.classed {
-		w.class, w.ecsBits = w.srv.res.class(w.tab, aq.Client, aq.Subnet)
+		w.class, w.ecsBits, w.resKey = w.srv.res.class(w.tab, aq.Client, aq.Subnet)
 		w.classed = true
 		w.byClass[w.class].queries++
 	}
@@ -481,11 +507,14 @@ func (w *worker) classOf(set *rrset, aq answer.Query) answer.Class {
 //
 //go:noinline
 func (w *worker) fastSelect(set *rrset, client netip.Addr) ([]int, answer.Result) {
-	c, _ := w.srv.res.class(w.tab, client, netip.Prefix{})
+	c, _, key := w.srv.res.class(w.tab, client, netip.Prefix{})
 	w.byClass[c&1].queries++ // &1: no bounds check
 	idx, res := set.sel.Select(w.dst, answer.Query{Client: client, Class: c}, w.rng)
 	if set.sel.ByClass() {
 		w.countAnswer(c, len(idx))
+	}
+	if set.learn {
+		w.srv.res.aud.answered(set, key, idx, w.srv.now())
 	}
 	return idx, res
 }

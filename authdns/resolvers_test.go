@@ -253,12 +253,12 @@ func TestResolverTableSprayBounded(t *testing.T) {
 	if len(v.big) != 1 || v.big[0].prefix != netip.MustParsePrefix("192.0.2.0/24") {
 		t.Fatalf("big resolvers %v, want only 192.0.2.0/24", v.big)
 	}
-	if c, _ := r.class(tab, heavy, netip.Prefix{}); c != answer.ClassBig {
+	if c, _, _ := r.class(tab, heavy, netip.Prefix{}); c != answer.ClassBig {
 		t.Errorf("the heavy resolver is %v", c)
 	}
 	// Two windows later without its queries, it is small again.
 	r.tick(now.Add(2*time.Minute + time.Second))
-	if c, _ := r.class(tab, heavy, netip.Prefix{}); c != answer.ClassSmall {
+	if c, _, _ := r.class(tab, heavy, netip.Prefix{}); c != answer.ClassSmall {
 		t.Errorf("two windows later the heavy resolver is %v", c)
 	}
 }
@@ -283,7 +283,7 @@ func TestResolverWindowSlides(t *testing.T) {
 	if v.total != 100 || len(v.big) != 1 || v.big[0].prefix != netip.MustParsePrefix("198.51.100.0/24") || v.big[0].share != 0.6 {
 		t.Fatalf("total %d, big %v; want 100 and 198.51.100.0/24 with 0.6", v.total, v.big)
 	}
-	if c, _ := r.class(tab, a, netip.Prefix{}); c != answer.ClassSmall {
+	if c, _, _ := r.class(tab, a, netip.Prefix{}); c != answer.ClassSmall {
 		t.Errorf("a, 40 of 100, is %v", c)
 	}
 	r.tick(start.Add(220 * time.Second)) // 6/8 through window 3: b's 61 count 2/8, a's are gone

@@ -135,6 +135,9 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	if cfg.Resolvers.Enabled {
 		s.res = newResolvers(cfg.Resolvers, opts.Now())
+		if cfg.Resolvers.learns() && s.fb != nil {
+			s.res.aud = newAudience(cfg.Resolvers)
+		}
 	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.coll); err != nil {
@@ -158,7 +161,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 // s.checker and served under the running load feedback (s.cfg's: a
 // reload does not change it).
 func (s *Server) build(cfg *Config) (*state, error) {
-	zs, err := compile(cfg, s.cfg.Feedback, s.probe)
+	zs, err := compile(cfg, s.cfg.Feedback, s.cfg.Resolvers.learns(), s.probe)
 	if err != nil {
 		return nil, err
 	}

@@ -92,6 +92,9 @@ type rrset struct {
 	// matches to the origins' advertised addresses.
 	owner  string
 	values []string
+	// learn is true when the set's answers teach audiences
+	// (resolvers.audience; audience.go).
+	learn bool
 	// ttl is the TTL, in seconds, of the set's records as served (in
 	// rrs): configuredTTL, the set's or the zone's, capped by load
 	// feedback's max_ttl when feedback weights the set.
@@ -188,7 +191,7 @@ type checks map[string]answer.Probe
 // state once, here, so that answers read health without a name lookup; nil
 // compiles for validation only. Its errors are config field errors naming
 // the key.
-func compile(cfg *Config, fb FeedbackConfig, probe func(check string) answer.Probe) (*zoneSet, error) {
+func compile(cfg *Config, fb FeedbackConfig, learn bool, probe func(check string) answer.Probe) (*zoneSet, error) {
 	zs := &zoneSet{zones: make(map[string]*zone)}
 	checks := make(checks, len(cfg.Health.Checks))
 	for _, cc := range cfg.Health.Checks {
@@ -200,7 +203,7 @@ func compile(cfg *Config, fb FeedbackConfig, probe func(check string) answer.Pro
 	var errs []error
 	var origins []string
 	for zi, zc := range cfg.Zones {
-		z, zerrs := compileZone(checks, fb, zc, zi)
+		z, zerrs := compileZone(checks, fb, learn, zc, zi)
 		for _, e := range zerrs {
 			errs = append(errs, config.Field(fmt.Sprintf("zones[%d]", zi), e))
 		}
@@ -264,7 +267,7 @@ func fieldErr(path, format string, args ...any) error {
 	return config.Errorf(path, "authdns: "+format, args...)
 }
 
-func compileZone(checks checks, fb FeedbackConfig, zc ZoneConfig, zi int) (*zone, []error) {
+func compileZone(checks checks, fb FeedbackConfig, learn bool, zc ZoneConfig, zi int) (*zone, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	originName, err := absName(zc.Origin, "")
@@ -358,7 +361,7 @@ func compileZone(checks checks, fb FeedbackConfig, zc ZoneConfig, zi int) (*zone
 
 	for ri, rc := range zc.Records {
 		p := fmt.Sprintf("records[%d]", ri)
-		set, owner, rerrs := compileSet(checks, fb, rc, originName, ttl)
+		set, owner, rerrs := compileSet(checks, fb, learn, rc, originName, ttl)
 		for _, e := range rerrs {
 			errs = append(errs, config.Field(p, e))
 		}
@@ -404,7 +407,7 @@ func mustSet(s *rrset) *rrset {
 // compileSet compiles one record set and returns it with its owner. Its
 // records carry the set's TTL, or the zone's, capped by load feedback
 // (fb) when feedback weights the set's policy.
-func compileSet(checks checks, fb FeedbackConfig, rc RecordConfig, origin string, zoneTTL uint32) (*rrset, []byte, []error) {
+func compileSet(checks checks, fb FeedbackConfig, learn bool, rc RecordConfig, origin string, zoneTTL uint32) (*rrset, []byte, []error) {
 	var errs []error
 	bad := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
 	name := rc.Name
@@ -457,6 +460,11 @@ func compileSet(checks checks, fb FeedbackConfig, rc RecordConfig, origin string
 	ttl = fb.answerTTL(pol, ttl)
 	set.ttl = ttl
 	acfg := answer.Config{Policy: pol, N: rc.N, BigN: rc.BigN, BigSubset: rc.BigWeightedSubset}
+	// Learning audiences (resolvers.audience) reads the answers of the
+	// sets feedback weights whose answers depend on the class; their big
+	// answers leave one record out.
+	set.learn = learn && fb.enabled() && pol.Fed() && pol.Uses(answer.FieldBigLeaveOut) && (rc.BigWeightedSubset || !pol.Uses(answer.FieldBigSubset))
+	acfg.BigLeaveOut = set.learn
 	for vi, v := range rc.Values {
 		p := fmt.Sprintf("values[%d]", vi)
 		rec, err := parseValue(rtype, v.Value, origin)

@@ -32,7 +32,7 @@ func dumpCompiled(t *testing.T, b *strings.Builder, text string) {
 	if err := config.Decode("x.yaml", []byte(text), &cfg, config.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	zs, err := compile(&cfg, cfg.Feedback, nil)
+	zs, err := compile(&cfg, cfg.Feedback, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func BenchmarkCompile(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := compile(&cfg, cfg.Feedback, nil); err != nil {
+		if _, err := compile(&cfg, cfg.Feedback, false, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
