@@ -10,7 +10,7 @@ import (
 )
 
 // resolversKeys are the keys that only resolver-aware answers read.
-var resolversKeys = []string{"dns.resolvers.window", "dns.resolvers.big_share", "dns.big_n", "dns.big_weighted_subset"}
+var resolversKeys = []string{"dns.resolvers.window", "dns.resolvers.big_share", "dns.resolvers.audience", "dns.resolvers.half_life", "dns.big_n", "dns.big_weighted_subset"}
 
 // minClassWindow is the shortest resolvers.window authdns accepts;
 // maxClassWindow the longest the simulator replays.
@@ -41,6 +41,25 @@ func (s *Scenario) validateResolvers(bad func(string, string, ...any)) {
 		bad("dns.resolvers.big_share", "0 is not usable: authdns's resolvers read 0 as the default (%v); give a share above 0 or remove the key", answer.DefaultBigShare)
 	case (answer.ClassConfig{BigShare: r.BigShare}).Validate() != nil:
 		bad("dns.resolvers.big_share", "must be above 0 and below 1, got %v", r.BigShare)
+	}
+	switch {
+	case r.HalfLife == 0:
+		bad("dns.resolvers.half_life", "0 is not usable: authdns's resolvers read 0 as the default (%v); give a positive value or remove the key", answer.DefaultAudienceHalfLife)
+	case r.HalfLife < 0:
+		bad("dns.resolvers.half_life", "must be positive, got %v", r.HalfLife)
+	case r.HalfLife > maxClassWindow:
+		bad("dns.resolvers.half_life", "must be at most %v in the simulator (it replays ten half-lives before the run), got %v", maxClassWindow, r.HalfLife)
+	}
+	if s.has("dns.resolvers.half_life") && !r.Audience {
+		bad("dns.resolvers.half_life", "is read only with dns.resolvers.audience: true")
+	}
+	if r.Audience && !s.DNS.Feedback.Enabled && !slices.Contains(s.Sweep.DNSFeedback, true) && !s.feedbackSwept {
+		bad("dns.resolvers.audience", "learns from the origins' load reports, and dns.feedback is never on: turn it on (dns.feedback.enabled, or sweep.dns_feedback)")
+	}
+	if s.Population.SessionAge < 0 {
+		bad("population.session_age", "must not be negative, got %v", s.Population.SessionAge)
+	} else if s.has("population.session_age") && !r.Audience {
+		bad("population.session_age", "is read only with dns.resolvers.audience: true")
 	}
 	if s.DNS.BigN < 0 {
 		bad("dns.big_n", "must not be negative, got %d", s.DNS.BigN)
@@ -116,6 +135,9 @@ func (s *Scenario) answerConfig(p *answer.Policy, origins []Origin) answer.Confi
 	}
 	if p.Uses(answer.FieldBigSubset) {
 		c.BigSubset = s.DNS.BigWeightedSubset
+	}
+	if p.Uses(answer.FieldBigLeaveOut) && (!p.Uses(answer.FieldBigSubset) || s.DNS.BigWeightedSubset) {
+		c.BigLeaveOut = s.DNS.Resolvers.Audience
 	}
 	return c
 }

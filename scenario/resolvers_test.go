@@ -14,14 +14,15 @@ func withDNS(f, lines string) string {
 }
 
 // TestResolversDefaultsAreAuthdns: dns.resolvers left out takes authdns's
-// defaults (answer.DefaultClassWindow, answer.DefaultBigShare) and is off;
+// defaults (answer.DefaultClassWindow, answer.DefaultBigShare,
+// answer.DefaultAudienceHalfLife) and is off, audience too;
 // big_n and big_weighted_subset are 0 and false.
 func TestResolversDefaultsAreAuthdns(t *testing.T) {
 	s, err := Decode("t.yaml", []byte(minimal))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Resolvers{Window: answer.DefaultClassWindow, BigShare: answer.DefaultBigShare}
+	want := Resolvers{Window: answer.DefaultClassWindow, BigShare: answer.DefaultBigShare, HalfLife: answer.DefaultAudienceHalfLife}
 	if s.DNS.Resolvers != want || s.DNS.BigN != 0 || s.DNS.BigWeightedSubset {
 		t.Fatalf("dns.resolvers %+v, big_n %d, big_weighted_subset %v; want %+v, 0, false", s.DNS.Resolvers, s.DNS.BigN, s.DNS.BigWeightedSubset, want)
 	}
@@ -53,6 +54,12 @@ func TestResolversConfigErrors(t *testing.T) {
 		{"big_weighted_subset without weighted", withDNS(minimal, "  resolvers: {enabled: true}\n  big_weighted_subset: true\n"), []string{"dns.big_weighted_subset", "weighted policy only"}},
 		{"a policy that answers every resolver alike", withDNS(strings.Replace(minimal, "policy: multivalue", "policy: simple", 1), "  resolvers: {enabled: true}\n"), []string{"dns.policy", "simple policy answers every resolver alike"}},
 		{"keys while off", withDNS(minimal, "  resolvers: {window: 30s}\n  big_n: 9\n"), []string{"dns.resolvers.enabled", "is off while dns sets resolvers.window, big_n"}},
+		{"an explicit 0 half-life", withDNS(minimal, "  resolvers: {enabled: true, audience: true, half_life: 0s}\n  feedback: {enabled: true}\n"), []string{"dns.resolvers.half_life", "0 is not usable", "default (1m0s)"}},
+		{"a negative half-life", withDNS(minimal, "  resolvers: {enabled: true, audience: true, half_life: -1s}\n  feedback: {enabled: true}\n"), []string{"dns.resolvers.half_life", "must be positive"}},
+		{"a half-life without audience", withDNS(minimal, "  resolvers: {enabled: true, half_life: 10s}\n"), []string{"dns.resolvers.half_life", "only with dns.resolvers.audience"}},
+		{"audience without feedback", withDNS(minimal, "  resolvers: {enabled: true, audience: true}\n"), []string{"dns.resolvers.audience", "dns.feedback is never on"}},
+		{"a session age without audience", strings.Replace(withDNS(minimal, "  resolvers: {enabled: true}\n"), "population:\n", "population:\n  session_age: 1h\n", 1), []string{"population.session_age", "only with dns.resolvers.audience"}},
+		{"a negative session age", strings.Replace(withDNS(minimal, "  resolvers: {enabled: true, audience: true}\n  feedback: {enabled: true}\n"), "population:\n", "population:\n  session_age: -1h\n", 1), []string{"population.session_age", "must not be negative"}},
 		{"a swept policy that answers alike", withDNS(minimal, "  resolvers: {enabled: true}\n") + "sweep:\n  dns_policy: [multivalue, failover]\n", []string{"sweep.dns_policy[1]", "failover policy answers every resolver alike"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -69,6 +69,13 @@ type Population struct {
 	// Initial is the number of devices connected at time zero, spread over
 	// the origins as a balanced steady state.
 	Initial int64 `yaml:"initial"`
+	// SessionAge is how often, in the steady state before the run, each
+	// of the Initial devices renews its session (an edge's
+	// max_session_age ends every session after it, +-10 %). Only
+	// dns.resolvers.audience reads it: the renewals are what authdns
+	// learned the resolvers' audiences from before the run (0: nothing
+	// was renewed, nothing learned). The run itself does not renew.
+	SessionAge time.Duration `yaml:"session_age"`
 	// Protocol is the persistent connection the devices hold: "grpc" or
 	// "websocket". Default "grpc". sim treats both alike; kraken opens
 	// that kind of connection.
@@ -168,6 +175,16 @@ type Resolvers struct {
 	// BigShare: a resolver that sends more than this share of the
 	// queries is big (default 0.01; 0 < BigShare < 1).
 	BigShare float64 `yaml:"big_share"`
+	// Audience learns each resolver's audience from the sessions the
+	// origins report opening (answer.AudienceConfig.Learn, authdns's
+	// resolvers.audience) and classes big, too, a resolver above
+	// BigShare of the sessions; its big answers leave one record out
+	// (answer.Config.BigLeaveOut). It reads the load reports, so it
+	// learns only in runs with dns.feedback on.
+	Audience bool `yaml:"audience"`
+	// HalfLife is the audience estimates' half-life (default 60s,
+	// answer.DefaultAudienceHalfLife).
+	HalfLife time.Duration `yaml:"half_life"`
 }
 
 // Feedback is load feedback as authdns runs it (its `feedback` config):

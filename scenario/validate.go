@@ -79,6 +79,7 @@ func (s *Scenario) WithDefaults() {
 	orDefault(s, "dns.feedback.max_ttl", &fb.MaxTTL, fd.MaxTTL)
 	orDefault(s, "dns.resolvers.window", &d.Resolvers.Window, answer.DefaultClassWindow)
 	orDefault(s, "dns.resolvers.big_share", &d.Resolvers.BigShare, answer.DefaultBigShare)
+	orDefault(s, "dns.resolvers.half_life", &d.Resolvers.HalfLife, answer.DefaultAudienceHalfLife)
 	orDefault(s, "edge.pick", &s.Edge.Pick, "first")
 	orDefault(s, "edge.streams_per_connection", &s.Edge.StreamsPerConnection, 1)
 	orDefault(s, "edge.attempts", &s.Edge.Attempts, 1)

@@ -123,7 +123,7 @@ func (s *Sim) finishStep(t int, st *Step) {
 		sum.PeakImbalance = math.Max(sum.PeakImbalance, busiest/(upConns/upN))
 	}
 	st.Waiting = s.wheel.total
-	st.BigResolvers = s.dns.classes.bigNow()
+	st.BigResolvers = s.dns.bigNow()
 	for _, n := range s.offline {
 		st.Offline += n
 	}
@@ -308,6 +308,7 @@ func (s *Sim) Result() *Result {
 		sum.Tenants = s.tenants.summary(s.dns)
 	}
 	sum.Resolvers = s.dns.classes.summary()
+	s.dns.audience.summary(sum.Resolvers)
 	sum.Elapsed = time.Since(s.start)
 	return r
 }

@@ -95,6 +95,7 @@ func (s *Sim) feedbackTick(t int) {
 		fb.factors[i] = fb.cfg.Next(fb.factors[i], fb.loads[i], now)
 	}
 	fb.weights = s.dns.set.ApplyFeedback(fb.weights, fb.factors)
+	s.dns.audience.tick(s.dns, s.origins, t, fb.every, s.dt)
 }
 
 // factor returns origin i's factor of its DNS weight (0 when feedback is

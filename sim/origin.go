@@ -44,7 +44,8 @@ type origin struct {
 	arr []cohort // attempts that reached it this step
 	adm admitter // nil: no admission control (errors mode)
 
-	fresh []int64 // connections completed this step, by priority
+	fresh  []int64 // connections completed this step, by priority
+	opened int64   // connections completed since the start (Load.Opened)
 
 	// pool is the upstream connections edge hosts hold to the origin
 	// (fluid: streams over streams per connection, rounded up).

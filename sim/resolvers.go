@@ -111,31 +111,40 @@ func (rc *resolverClasses) advance(t int) {
 	}
 }
 
-// query counts one query of resolver i and returns its class.
+// query counts one query of resolver i and returns its class by its
+// share of the queries.
 func (rc *resolverClasses) query(i int) answer.Class {
 	rc.cur[i]++
 	rc.curTotal++
-	c := rc.class[i]
-	if rc.counting {
-		rc.sum.Queries[c]++
-	}
-	return c
+	return rc.class[i]
 }
 
-// answered counts an answer of n records to a resolver of class c.
+// answered counts a query answered as class c (by its query share or its
+// audience) with n records.
 func (rc *resolverClasses) answered(c answer.Class, n int) {
 	if rc.counting {
+		rc.sum.Queries[c]++
 		rc.sum.Records[c] += int64(n)
 	}
 }
 
-// bigNow returns the resolvers classed big at the last classing step (0
-// when resolver-aware answers are off).
-func (rc *resolverClasses) bigNow() int {
-	if rc == nil {
+// bigNow returns the resolvers classed big, by their query share or
+// their audience, at the last classing step of each (0 when
+// resolver-aware answers are off).
+func (d *dnsModel) bigNow() int {
+	switch {
+	case d.classes == nil:
 		return 0
+	case d.audience == nil:
+		return d.classes.big
 	}
-	return rc.big
+	n := 0
+	for i, c := range d.classes.class {
+		if max(c, d.audience.of(i)) == answer.ClassBig {
+			n++
+		}
+	}
+	return n
 }
 
 // summary returns what the run counted, nil when resolver-aware answers

@@ -89,8 +89,9 @@ type Step struct {
 	RequestErrorRate float64 `json:"request_error_rate"`
 	// Origins is the state of each origin at the end of the step.
 	Origins []OriginStep `json:"origins"`
-	// BigResolvers is the number of resolvers classed big at the end of
-	// the step (dns.resolvers; 0 and left out otherwise).
+	// BigResolvers is the number of resolvers classed big, by their
+	// query share or their audience, at the end of the step
+	// (dns.resolvers; 0 and left out otherwise).
 	BigResolvers int `json:"big_resolvers,omitempty"`
 }
 
@@ -251,8 +252,8 @@ type TenantSummary struct {
 type ResolverSummary struct {
 	// Resolvers is the number of resolvers modelled.
 	Resolvers int `json:"resolvers"`
-	// PeakBig is the most resolvers classed big at once, first at
-	// PeakBigAt (seconds; -1 when none ever was).
+	// PeakBig is the most resolvers classed big by their query share at
+	// once, first at PeakBigAt (seconds; -1 when none ever was).
 	PeakBig   int     `json:"peak_big"`
 	PeakBigAt float64 `json:"peak_big_at"`
 	// Queries counts the resolvers' queries by the class they were
@@ -260,4 +261,13 @@ type ResolverSummary struct {
 	// Queries is the mean records per answer of each class.
 	Queries [answer.NumClasses]int64 `json:"queries"`
 	Records [answer.NumClasses]int64 `json:"records"`
+	// With dns.resolvers.audience: AudienceBigAtStart is the resolvers
+	// whose learned audience classed them big at step 0 (what the
+	// replay of the steady state before the run taught), PeakAudienceBig
+	// the most at once over the run, first at PeakAudienceBigAt
+	// (seconds; -1 when none ever was). A query is big when its
+	// resolver's query share or its audience is.
+	AudienceBigAtStart int     `json:"audience_big_at_start,omitempty"`
+	PeakAudienceBig    int     `json:"peak_audience_big,omitempty"`
+	PeakAudienceBigAt  float64 `json:"peak_audience_big_at,omitempty"`
 }

@@ -123,7 +123,8 @@ func TestFeedbackScenarioIsCDN(t *testing.T) {
 
 // TestResolversScenarioIsCDN: scenarios/cdn-resolvers.yaml is the fleet
 // and event of scenarios/cdn.yaml at 6 load balancers, input for input;
-// only its name, routing policy, resolver-aware answers and sweep differ.
+// only its name, routing policy, resolver-aware answers (and the session
+// age their audience learning reads), load feedback and sweep differ.
 func TestResolversScenarioIsCDN(t *testing.T) {
 	cdn, err := scenario.Load("../scenarios/cdn.yaml")
 	if err != nil {
@@ -138,6 +139,7 @@ func TestResolversScenarioIsCDN(t *testing.T) {
 	}
 	rs.Name, rs.Description, rs.Sweep, rs.DNS.Policy = cdn.Name, cdn.Description, cdn.Sweep, cdn.DNS.Policy
 	rs.DNS.Resolvers, rs.DNS.BigN, rs.DNS.BigWeightedSubset = cdn.DNS.Resolvers, cdn.DNS.BigN, cdn.DNS.BigWeightedSubset
+	rs.DNS.Feedback, rs.Population.SessionAge = cdn.DNS.Feedback, cdn.Population.SessionAge
 	a, err := json.Marshal(cdn)
 	if err != nil {
 		t.Fatal(err)

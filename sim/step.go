@@ -479,6 +479,7 @@ func (s *Sim) complete(t int, st *Step) {
 			s.addConn(int(p.origin), int(p.c.flow), p.c.n)
 			st.Successes[prio] += p.c.n
 			o.fresh[prio] += p.c.n
+			o.opened += p.c.n
 		case p.ok:
 			o.willConn -= p.c.n
 			o.stepFail[CauseDown] += p.c.n

@@ -74,8 +74,10 @@ type dnsModel struct {
 	rng        *rand.PCG
 	dealer     *shard.Dealer
 	// classes are the resolvers' classes of resolver-aware answers, nil
-	// when dns.resolvers is off.
-	classes *resolverClasses
+	// when dns.resolvers is off; audience their classes by audience, nil
+	// unless dns.resolvers.audience is on in a run with feedback.
+	classes  *resolverClasses
+	audience *audienceClasses
 }
 
 // healthView is the DNS health view: the origins the health checks believe
@@ -123,6 +125,7 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 		}
 		if pol.Uses(answer.FieldBigN) && (cfg.BigSubset || !pol.Uses(answer.FieldBigSubset)) {
 			cfg.BigN = sc.DNS.BigN
+			cfg.BigLeaveOut = sc.DNS.Resolvers.Audience
 		}
 	}
 	d := &dnsModel{rng: rng}
@@ -180,6 +183,16 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 		if err != nil {
 			return nil, nil, err
 		}
+		if d.audience = newAudience(sc, len(d.resolvers), len(origins)); d.audience != nil && sc.Population.SessionAge > 0 {
+			every := max(1, stepsOf(sc.DNS.Feedback.Interval, sc.Step))
+			byAudience, err := d.audience.warm(d, renewals(sc, d), every, sc.Step, rand.NewPCG(sc.Seed, 0xa0d1e))
+			if err != nil {
+				return nil, nil, err
+			}
+			for i, c := range byAudience {
+				held[i][0] = max(held[i][0], c)
+			}
+		}
 		for i, cs := range held {
 			for t, c := range cs {
 				if c != answer.ClassSmall {
@@ -188,6 +201,10 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 			}
 		}
 		d.classes.counting = true
+		if d.audience != nil {
+			d.audience.counting, d.audience.peakAt = true, -1
+			d.audience.peak = 0
+		}
 	}
 	return d, hv, nil
 }
@@ -219,7 +236,7 @@ func (d *dnsModel) refresh(now int) bool {
 			if r.expiry[t] <= now {
 				c := answer.ClassSmall
 				if d.classes != nil {
-					c = d.classes.query(i)
+					c = max(d.classes.query(i), d.audience.of(i))
 				}
 				r.answers[t] = d.query(t, c)
 				if d.classes != nil {
@@ -444,4 +461,20 @@ func (d *dnsModel) hand(t int) []int {
 // stepsOf converts a duration to whole steps, rounding to nearest.
 func stepsOf(d, step time.Duration) int {
 	return int(math.Round(float64(d) / float64(step)))
+}
+
+// renewals returns the sessions a second each resolver's hosts renew in
+// the steady state before the run: the Initial devices of its PoP, shared
+// evenly by the PoP's resolvers (as routes shares a PoP's attempts), over
+// population.session_age.
+func renewals(sc *scenario.Scenario, d *dnsModel) []float64 {
+	pops := popShares(sc.Geography)
+	initial := float64(scaleCount(sc.Population.Initial, sc.Scale))
+	out := make([]float64, len(d.resolvers))
+	for k, rs := range d.byPoP {
+		for _, r := range rs {
+			out[r] = initial * pops[k] / float64(len(rs)) / sc.Population.SessionAge.Seconds()
+		}
+	}
+	return out
 }
