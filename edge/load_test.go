@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/internal/loadreport"
 	"github.com/corralhq/corral/internal/natsutil"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/limit"
 )
 
@@ -48,14 +49,7 @@ func TestLoadReports(t *testing.T) {
 		c.Admission.Enabled = true
 	}, h)
 	for range 2 { // two reports: the loop goes on
-		m, err := sub.NextMsg(20 * time.Second)
-		if err != nil {
-			t.Fatalf("no load report: %v", err)
-		}
-		r, err := loadreport.Decode(m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := testkit.NextReport(t, sub)
 		if r.Kind != "edge" || r.Node != "edge-test" || r.Addr != te.Addr().String() || r.Limit != te.Stats().HandshakeLimit || r.Limit == 0 || r.Interval != 20*time.Millisecond || r.Capacity != 7000 {
 			t.Fatalf("report %+v: want kind edge, node edge-test, addr %s, the handshake limit %d, capacity 7000", r, te.Addr(), te.Stats().HandshakeLimit)
 		}
@@ -65,23 +59,7 @@ func TestLoadReports(t *testing.T) {
 	for range 3 {
 		_ = dialClient(t, client.Config{Addrs: []string{te.wsAddr()}}).Close()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		m, err := sub.NextMsg(20 * time.Second)
-		if err != nil {
-			t.Fatalf("no load report: %v", err)
-		}
-		r, err := loadreport.Decode(m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Opened == 3 && te.Stats().Opened == 3 {
-			break
-		}
-		if r.Opened > 3 || time.Now().After(deadline) {
-			t.Fatalf("report opened %d, stats %d: want the 3 sessions opened", r.Opened, te.Stats().Opened)
-		}
-	}
+	testkit.AwaitOpened(t, sub, 3, func() uint64 { return te.Stats().Opened })
 	bad := testConfig("127.0.0.1:1")
 	bad.Load.Interval = -time.Second
 	if err := bad.Validate(); err == nil {
@@ -191,14 +169,7 @@ func TestSharePlaces(t *testing.T) {
 		t.Fatalf("100 places moved the hint by %v: spaced at %.0f a second; want the pool's, about %.0f + 300 (own %.0f)", hi-lo, spaced, own, own)
 	}
 	for {
-		m, err := sub.NextMsg(20 * time.Second)
-		if err != nil {
-			t.Fatalf("no report with the edge's capacity: %v", err)
-		}
-		r, err := loadreport.Decode(m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := testkit.NextReport(t, sub)
 		if r.Node == te.nodeID && r.Rate > 0 {
 			break
 		}

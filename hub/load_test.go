@@ -7,6 +7,7 @@ import (
 
 	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/internal/loadreport"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestLoadReports: with load.enabled the hub publishes its load (kind
@@ -24,14 +25,7 @@ func TestLoadReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		m, err := sub.NextMsg(20 * time.Second)
-		if err != nil {
-			t.Fatalf("no load report: %v", err)
-		}
-		r, err := loadreport.Decode(m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := testkit.NextReport(t, sub)
 		if r.Kind != "hub" || r.Node != "hub-load" || r.Addr != th.Addr().String() || r.Limit == 0 || r.Limit != th.Stats().PublishLimit || r.Interval != 20*time.Millisecond || r.Capacity != 5000 {
 			t.Fatalf("report %+v: want kind hub, node hub-load, addr %s, publish limit %d, capacity 5000", r, th.Addr(), th.Stats().PublishLimit)
 		}
@@ -41,23 +35,7 @@ func TestLoadReports(t *testing.T) {
 	for range 3 {
 		_ = dialClient(t, client.Config{Addrs: []string{th.wsAddr()}}).Close()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		m, err := sub.NextMsg(20 * time.Second)
-		if err != nil {
-			t.Fatalf("no load report: %v", err)
-		}
-		r, err := loadreport.Decode(m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Opened == 3 && th.Stats().Opened == 3 {
-			break
-		}
-		if r.Opened > 3 || time.Now().After(deadline) {
-			t.Fatalf("report opened %d, stats %d: want the 3 sessions opened", r.Opened, th.Stats().Opened)
-		}
-	}
+	testkit.AwaitOpened(t, sub, 3, func() uint64 { return th.Stats().Opened })
 	cfg := DefaultConfig()
 	cfg.Load.Subject = "corral.*"
 	if err := cfg.Validate(); err == nil {
