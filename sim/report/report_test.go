@@ -89,3 +89,29 @@ func TestTables(t *testing.T) {
 		t.Error("tenant table without poison")
 	}
 }
+
+// TestDescribeSaysFeedbackAndResolvers: what was simulated names load
+// feedback and resolver-aware answers when a run has them (on, or swept),
+// the learned audiences with their inputs, and neither when off.
+func TestDescribeSaysFeedbackAndResolvers(t *testing.T) {
+	sc, err := scenario.Load("../../scenarios/cdn-resolvers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(Describe(sc, nil), "\n")
+	for _, want := range []string{
+		"Load feedback (on): the origins' load moves the weights every 1 s, and answers are held at most 30 s.",
+		"Resolver-aware answers (when on): a resolver above 1 % of the queries over 60 s, or of the sessions its answers send (learned from the load reports, half-life 60 s, over a day before the event of sessions renewed every 1 h), is big",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("description without %q:\n%s", want, got)
+		}
+	}
+	sc, err = scenario.Load("../../scenarios/cdn.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(Describe(sc, nil), "\n"); strings.Contains(got, "Load feedback") || strings.Contains(got, "Resolver-aware") {
+		t.Errorf("cdn.yaml has neither, its description names them:\n%s", got)
+	}
+}

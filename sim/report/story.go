@@ -129,6 +129,30 @@ func Describe(sc *scenario.Scenario, rs []*sim.Result) []string {
 		hc = fmt.Sprintf("a stream check through the origin (answer within %s)", dd(d.HealthCheck.Timeout))
 	}
 	dns += fmt.Sprintf(", %s every %s (%d in a row to change).", hc, dd(d.HealthCheck.Interval), d.HealthCheck.Threshold)
+	swept := func(on bool, sweep []bool) string {
+		switch {
+		case len(sweep) > 0:
+			return "when on"
+		case on:
+			return "on"
+		}
+		return ""
+	}
+	if w := swept(d.Feedback.Enabled, sc.Sweep.DNSFeedback); w != "" {
+		dns += fmt.Sprintf(" Load feedback (%s): the origins' load moves the weights every %s, and answers are held at most %s.", w, dd(d.Feedback.Interval), dd(d.Feedback.MaxTTL))
+	}
+	if w := swept(d.Resolvers.Enabled, sc.Sweep.DNSResolvers); w != "" {
+		r := d.Resolvers
+		by := fmt.Sprintf("%s of the queries over %s", pctWords(r.BigShare), dd(r.Window))
+		if r.Audience {
+			by += fmt.Sprintf(", or of the sessions its answers send (learned from the load reports, half-life %s", dd(r.HalfLife))
+			if sc.Population.SessionAge > 0 {
+				by += fmt.Sprintf(", over a day before the event of sessions renewed every %s", dd(sc.Population.SessionAge))
+			}
+			by += ")"
+		}
+		dns += fmt.Sprintf(" Resolver-aware answers (%s): a resolver above %s, is big and gets more addresses.", w, by)
+	}
 	out = append(out, dns)
 	e := sc.Edge
 	edge := "Edge hosts pick " + pick(e.Pick)
