@@ -62,3 +62,45 @@ func TestPerQueryAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestPerQueryAllocsLearning: with resolvers.audience on, a query of a set
+// that teaches audiences (noting its resolver's answer) allocates nothing
+// once its resolver is noted, on the general path and the fast one.
+func TestPerQueryAllocsLearning(t *testing.T) {
+	s, err := New(decodeConfig(t, audienceZone), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  []byte
+	}{
+		{"fast path", mkQuery("w.corral.test", dns.TypeA, nil)},
+		{"general path, EDNS", mkQuery("w.corral.test", dns.TypeA, func(m *dns.Msg) { m.SetEdns0(1232, false) })},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorker(s, &stats{}, 1)
+			out := make([]byte, 0, 70000)
+			w.handle(tc.req, loopback, false, out) // notes the resolver
+			got := testing.AllocsPerRun(200, func() {
+				if _, o := w.handle(tc.req, loopback, false, out); o != outAnswer {
+					t.Fatal("no answer")
+				}
+			})
+			if got != 0 {
+				t.Errorf("%v allocations per query, want 0", got)
+			}
+		})
+	}
+	a := s.res.aud
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.sets) != 1 {
+		t.Fatalf("%d sets noted, want the weighted one", len(a.sets))
+	}
+	for _, sa := range a.sets {
+		if len(sa.slot) != 1 {
+			t.Errorf("%d resolvers noted, want loopback's", len(sa.slot))
+		}
+	}
+}

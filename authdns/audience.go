@@ -15,7 +15,7 @@ import (
 // query path notes, for the sets whose answers teach (rrset.learn: fed by
 // feedback, answers by class), which records each resolver's answer
 // named and until when it caches them; every feedback interval the tick
-// reads each origin's sessions opened since the last reports
+// reads each origin's sessions opened since its last report
 // (loadreport.Report.Opened), runs answer.AudienceConfig.Learn on every
 // set and classes big the resolvers above resolvers.big_share of a set's
 // opened sessions. A resolver is big when its query share or its
@@ -25,20 +25,25 @@ import (
 // resolvers; past that a new resolver's answers are not noted (counted
 // in corral_dns_resolver_audience_dropped_total) until the tick frees
 // the slots of the resolvers heard from least recently whose answers
-// have expired, down to three quarters of the bound. The query path
-// takes one mutex, only for those sets and only with audience on.
+// have expired, down to three quarters of the bound. A spray of forged
+// sources can keep the table full, and then resolvers not tracked yet
+// are not learned (they keep the class of their queries: the feature
+// off, for them). The query path takes one mutex, only for those sets
+// and only with audience on; the tick holds it while it learns (4,096
+// resolvers per set: BenchmarkAudienceLearn in answer).
 type audience struct {
 	cfg  answer.AudienceConfig
 	rule answer.ClassConfig
 	max  int
 
-	mu   sync.Mutex // guards sets
-	sets map[string]*setAudience
+	mu      sync.Mutex // guards sets, origins and last
+	sets    map[string]*setAudience
+	origins map[string]*originOpened // by advertised address
+	last    time.Time                // the last tick's
 
 	big     atomic.Pointer[classSet]
 	view    atomic.Pointer[audienceView]
 	dropped atomic.Uint64
-	last    time.Time // the last tick's, guarded by mu
 }
 
 // setAudience is what one set's answers taught, by slot: a tracked
@@ -53,12 +58,29 @@ type setAudience struct {
 	free    []int
 	aud     answer.Audience
 
-	// last is each record's last report read, rate the opened rate it
-	// gave (kept until a newer report comes).
-	last    []answer.Load
-	rate    []float64
-	held    [][]int // scratch of the tick
-	present bool    // seen at the last tick
+	rate    []float64 // by record, scratch of the tick
+	held    [][]int   // by slot, scratch of the tick
+	present bool      // served at the last tick
+}
+
+// originOpened is one origin's opened sessions as its reports give them:
+// the count and time of the last report read and the rate since the one
+// before; known is false until two reports of one run of the origin
+// give a rate (a first report and a count that fell, a restarted
+// origin, are baselines).
+type originOpened struct {
+	opened uint64
+	at     time.Time
+	rate   float64
+	known  bool
+	host   string
+}
+
+// originReport is what the tick reads of an origin's last report.
+type originReport struct {
+	addr, host string
+	opened     uint64
+	at         time.Time
 }
 
 // audienceView is what the last tick found, for metrics and the health
@@ -71,10 +93,11 @@ type audienceView struct {
 func newAudience(cfg ResolversConfig) *audience {
 	c := cfg.withDefaults()
 	a := &audience{
-		cfg:  answer.AudienceConfig{HalfLife: c.HalfLife}.WithDefaults(),
-		rule: answer.ClassConfig{BigShare: c.BigShare}.WithDefaults(),
-		max:  c.TableSize,
-		sets: map[string]*setAudience{},
+		cfg:     answer.AudienceConfig{HalfLife: c.HalfLife}.WithDefaults(),
+		rule:    answer.ClassConfig{BigShare: c.BigShare}.WithDefaults(),
+		max:     c.TableSize,
+		sets:    map[string]*setAudience{},
+		origins: map[string]*originOpened{},
 	}
 	a.big.Store(&classSet{})
 	a.view.Store(&audienceView{})
@@ -89,11 +112,12 @@ func setKey(set *rrset) string {
 }
 
 // answered notes that the resolver of key got records idx of set at now.
+// It allocates only for a resolver or a set it meets for the first time.
 func (a *audience) answered(set *rrset, key uint64, idx []int, now time.Time) {
-	if key == 0 {
+	if a == nil || key == 0 {
 		return
 	}
-	k := setKey(set)
+	k := set.learnKey
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	sa := a.sets[k]
@@ -122,10 +146,17 @@ func (a *audience) answered(set *rrset, key uint64, idx []int, now time.Time) {
 }
 
 // tick learns the interval since the last tick (interval for the first)
-// ending at now from the loads of the origins by record value
-// (feedback.byValue), for the sets of the zones now served, and classes
-// the resolvers.
-func (a *audience) tick(sets []*rrset, loads map[string]answer.Load, now time.Time, interval, timeout time.Duration) {
+// ending at now, for the sets of the zones now served, from the origins'
+// last reports, and classes the resolvers. An origin's rate is its
+// opened sessions between its last two reports; one with no newer report
+// keeps its last rate; a record's rate is the sum over the fresh origins
+// (reported within timeout) whose address or host is its value, and a
+// record with none opens nothing. A set learns only when some origin's
+// report is newer than at the last tick, and not while a record's origin
+// is at a baseline (its rate unknown): a guess of 0 there would pull down
+// every resolver its answers name. The classes come from what the sets
+// learned so far, in every tick.
+func (a *audience) tick(sets []*rrset, reports []originReport, now time.Time, interval, timeout time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	dt := interval
@@ -133,8 +164,27 @@ func (a *audience) tick(sets []*rrset, loads map[string]answer.Load, now time.Ti
 		dt = now.Sub(a.last)
 	}
 	a.last = now
-	if dt <= 0 {
-		return
+	heard := false
+	seen := make(map[string]bool, len(reports))
+	for _, r := range reports {
+		seen[r.addr] = true
+		o := a.origins[r.addr]
+		switch {
+		case o == nil:
+			a.origins[r.addr] = &originOpened{opened: r.opened, at: r.at, host: r.host}
+		case !r.at.After(o.at):
+		case r.opened < o.opened:
+			*o = originOpened{opened: r.opened, at: r.at, host: r.host} // restarted
+		default:
+			o.rate, o.known = float64(r.opened-o.opened)/r.at.Sub(o.at).Seconds(), true
+			o.opened, o.at = r.opened, r.at
+			heard = true
+		}
+	}
+	for addr := range a.origins {
+		if !seen[addr] {
+			delete(a.origins, addr)
+		}
 	}
 	for _, sa := range a.sets {
 		sa.present = false
@@ -142,66 +192,64 @@ func (a *audience) tick(sets []*rrset, loads map[string]answer.Load, now time.Ti
 	view := &audienceView{big: map[uint64]float64{}}
 	var big []uint64
 	for _, set := range sets {
-		sa := a.sets[setKey(set)]
-		if sa == nil {
-			continue
+		sa := a.sets[set.learnKey]
+		if sa == nil || sa.present {
+			continue // nothing noted yet, or the same set twice
 		}
 		sa.present = true
-		if len(sa.last) != len(set.values) {
-			sa.last, sa.rate = make([]answer.Load, len(set.values)), make([]float64, len(set.values))
-		}
-		heard := false
-		for i, v := range set.values {
-			l, ok := loads[v]
-			switch {
-			case !ok || now.Sub(l.At) > timeout:
-				sa.rate[i] = 0 // silent: nothing known to open
-			case !l.At.After(sa.last[i].At):
-				heard = heard || sa.rate[i] > 0 // no newer report: the last rate holds
-			case sa.last[i].At.IsZero() || l.Opened < sa.last[i].Opened:
-				sa.rate[i] = 0 // a first report, or a restarted origin: a baseline
-				sa.last[i] = l
-			default:
-				sa.rate[i] = float64(l.Opened-sa.last[i].Opened) / l.At.Sub(sa.last[i].At).Seconds()
-				sa.last[i] = l
-				heard = true
+		a.evict(sa, now)
+		if learn := heard && dt > 0 && a.rates(sa, set, now, timeout); learn {
+			if cap(sa.held) < len(sa.keys) {
+				sa.held = make([][]int, len(sa.keys))
 			}
-		}
-		if !heard {
-			continue // no report says anything: nothing to learn
-		}
-		if cap(sa.held) < len(sa.keys) {
-			sa.held = make([][]int, len(sa.keys))
-		}
-		held := sa.held[:len(sa.keys)]
-		for i := range held {
-			held[i] = nil
-			if sa.keys[i] != 0 && now.Before(sa.expires[i]) {
-				held[i] = sa.answers[i]
+			held := sa.held[:len(sa.keys)]
+			for i := range held {
+				held[i] = nil
+				if sa.keys[i] != 0 && now.Before(sa.expires[i]) {
+					held[i] = sa.answers[i]
+				}
 			}
+			a.cfg.Learn(&sa.aud, held, sa.rate, dt)
 		}
-		a.cfg.Learn(&sa.aud, held, sa.rate, dt)
 		for i, k := range sa.keys {
 			if k == 0 || sa.aud.Of(a.rule, i) != answer.ClassBig {
 				continue
 			}
-			share := sa.aud.Est[i] / sa.aud.Total
-			if _, seen := view.big[k]; !seen {
+			if _, dup := view.big[k]; !dup {
 				big = append(big, k)
 			}
-			view.big[k] = max(view.big[k], share)
+			view.big[k] = max(view.big[k], sa.aud.Est[i]/sa.aud.Total)
 		}
+		view.tracked += len(sa.slot)
 	}
 	for k, sa := range a.sets {
 		if !sa.present {
 			delete(a.sets, k) // a set no longer served
-			continue
 		}
-		a.evict(sa, now)
-		view.tracked += len(sa.slot)
 	}
 	a.big.Store(newClassSet(big))
 	a.view.Store(view)
+}
+
+// rates sets sa.rate to the opened rate of each record of set and
+// reports whether every one is known.
+func (a *audience) rates(sa *setAudience, set *rrset, now time.Time, timeout time.Duration) bool {
+	if len(sa.rate) != len(set.values) {
+		sa.rate = make([]float64, len(set.values))
+	}
+	for i, v := range set.values {
+		sa.rate[i] = 0
+		for addr, o := range a.origins {
+			if (addr != v && o.host != v) || now.Sub(o.at) > timeout {
+				continue
+			}
+			if !o.known {
+				return false
+			}
+			sa.rate[i] += o.rate
+		}
+	}
+	return true
 }
 
 // evict frees, once a set tracks more than three quarters of its bound,

@@ -319,8 +319,24 @@ func (f *feedback) tick(now time.Time) {
 	f.factors = factors
 	f.view.Store(view)
 	if f.s.res != nil && f.s.res.aud != nil {
-		f.s.res.aud.tick(learn, loads, now, f.s.cfg.Feedback.interval(), f.bounds.Timeout)
+		f.s.res.aud.tick(learn, f.opened(), now, f.s.cfg.Feedback.interval(), f.bounds.Timeout)
 	}
+}
+
+// opened returns each origin's last report of its opened sessions, for
+// audience learning.
+func (f *feedback) opened() []originReport {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]originReport, 0, len(f.loads))
+	for addr, r := range f.loads {
+		host := addr
+		if h, _, err := net.SplitHostPort(addr); err == nil {
+			host = h
+		}
+		out = append(out, originReport{addr: addr, host: host, opened: r.Opened, at: f.heardAt[addr]})
+	}
+	return out
 }
 
 // eachSet calls fn with every record set of the zones.

@@ -153,7 +153,7 @@ func (s *Server) healthStatus() admin.Status {
 			rt.Rows = append(rt.Rows, admin.Row{Cells: cells})
 		}
 		st.Tables = append(st.Tables, rt)
-		st.Facts = append(st.Facts, admin.Fact{Name: "resolvers", Value: fmt.Sprintf("%d big, %d tracked, big above %g of %d queries in the window, at %s",
+		st.Facts = append(st.Facts, admin.Fact{Name: "resolvers", Value: fmt.Sprintf("%d big by queries, %d tracked, big above %g of %d queries in the window, at %s",
 			len(v.big), v.tracked, v.bigShare, v.total, stamp(v.at))})
 		if a := s.res.aud; a != nil {
 			av := a.view.Load()

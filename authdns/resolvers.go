@@ -514,7 +514,7 @@ func (w *worker) fastSelect(set *rrset, client netip.Addr) ([]int, answer.Result
 		w.countAnswer(c, len(idx))
 	}
 	if set.learn {
-		w.srv.res.aud.answered(set, key, idx, w.srv.now())
+		w.srv.res.aud.answered(set, key, idx, w.srv.now()) // nil-safe
 	}
 	return idx, res
 }

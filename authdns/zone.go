@@ -93,8 +93,9 @@ type rrset struct {
 	owner  string
 	values []string
 	// learn is true when the set's answers teach audiences
-	// (resolvers.audience; audience.go).
-	learn bool
+	// (resolvers.audience; audience.go), and learnKey names it there.
+	learn    bool
+	learnKey string
 	// ttl is the TTL, in seconds, of the set's records as served (in
 	// rrs): configuredTTL, the set's or the zone's, capped by load
 	// feedback's max_ttl when feedback weights the set.
@@ -535,6 +536,9 @@ func compileSet(checks checks, fb FeedbackConfig, learn bool, rc RecordConfig, o
 			}
 		}
 		return nil, nil, errs
+	}
+	if set.learn {
+		set.learnKey = setKey(set)
 	}
 	return set, owner, nil
 }

@@ -180,7 +180,10 @@ func (c AudienceConfig) Learn(a *Audience, answers [][]int, opened []float64, dt
 	for _, p := range pred {
 		predicted += p
 	}
-	level := total / predicted // every estimate holds answers: predicted > 0
+	if !(predicted > 0) {
+		return // no answer names an origin of opened
+	}
+	level := total / predicted
 	for i, ans := range answers {
 		if len(ans) == 0 || a.Est[i] == 0 {
 			continue

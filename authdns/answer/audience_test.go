@@ -147,6 +147,11 @@ func TestAudienceLearnEdges(t *testing.T) {
 			t.Fatalf("estimates %v, total %v from bad input", a.Est, a.Total)
 		}
 	}
+	// Answers that name no origin of opened: nothing, and no NaN.
+	a = learn([]float64{3}, [][]int{{5, -1}}, []float64{0, 0}, time.Second)
+	if a.Est[0] != 3 || math.IsNaN(a.Total) {
+		t.Errorf("answers naming no origin: est %v, total %v; want [3] and a number", a.Est, a.Total)
+	}
 	// No time passed: no change.
 	a = learn([]float64{3, 1}, [][]int{{0}, {1}}, []float64{300, 1}, 0)
 	if a.Est[0] != 3 {
