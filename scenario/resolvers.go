@@ -137,7 +137,7 @@ func (s *Scenario) answerConfig(p *answer.Policy, origins []Origin) answer.Confi
 		c.BigSubset = s.DNS.BigWeightedSubset
 	}
 	if p.Uses(answer.FieldBigLeaveOut) && (!p.Uses(answer.FieldBigSubset) || s.DNS.BigWeightedSubset) {
-		c.BigLeaveOut = s.DNS.Resolvers.Audience
+		c.BigLeaveOut = s.DNS.Resolvers.Audience && s.DNS.Feedback.Enabled
 	}
 	return c
 }

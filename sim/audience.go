@@ -103,10 +103,11 @@ func (ac *audienceClasses) tick(d *dnsModel, origins []*origin, t, every int, dt
 // replays: a day. authdns learns while it runs, and an authdns that ran
 // a day before the event had learned that long; the estimates take hours
 // to settle. In cdn-resolvers (seed 3) the two resolvers that speak for
-// 16.9 % of the audience each were estimated at 1.1 to 1.5 % after ten
-// minutes, 3.7 to 4.1 % after an hour, 16.9 to 17.1 % after six hours
-// and 16.90 % after a day, and 29 to 37, 41 to 46, 19 to 22 and 16 to 18
-// of the 120 resolvers were big at the start (16 speak for more than 1 %):
+// 16.9 % of the audience each were estimated at 1.5 and 1.3 % after ten
+// minutes, 4.8 and 4.5 % after an hour, 16.8 and 17.0 % after six hours
+// and 16.90 % after a day, and (seeds 1 to 5) 36 to 39, 43 to 48, 21 to
+// 23 and 16 to 17 of the 120 resolvers were big at the start (16 speak
+// for more than 1 %):
 // the resolvers that shared a load balancer with a big one are taken for
 // big until the draws of later TTLs part them.
 const audienceReplay = 24 * time.Hour

@@ -125,7 +125,7 @@ func newDNS(sc *scenario.Scenario, origins []*origin, rng *rand.PCG, steps int) 
 		}
 		if pol.Uses(answer.FieldBigN) && (cfg.BigSubset || !pol.Uses(answer.FieldBigSubset)) {
 			cfg.BigN = sc.DNS.BigN
-			cfg.BigLeaveOut = sc.DNS.Resolvers.Audience
+			cfg.BigLeaveOut = sc.DNS.Resolvers.Audience && sc.DNS.Feedback.Enabled // as authdns: only sets that learn
 		}
 	}
 	d := &dnsModel{rng: rng}
