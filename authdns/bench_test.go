@@ -2,6 +2,7 @@ package authdns
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +101,45 @@ func BenchmarkResolverAware(b *testing.B) {
 			out := make([]byte, batch*slot)
 			w.answerBatch(reqs[:], clients[:], out, slot, resps[:])
 			s.res.tick(time.Now())
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				n := min(batch, b.N-i)
+				w.answerBatch(reqs[:n], clients[:n], out, slot, resps[:n])
+				if resps[n-1] == nil {
+					b.Fatal("no answer")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAudience is the weighted set of audienceZone answered to 32
+// resolvers with resolver-aware answers on, without audience learning
+// ("queries") and with it ("audience": each answer noted under the
+// audience's mutex): what noting costs per query.
+func BenchmarkAudience(b *testing.B) {
+	for _, tc := range []struct{ name, resolvers string }{
+		{"queries", "resolvers: {enabled: true, window: 1h, big_share: 0.25}"},
+		{"audience", "resolvers: {enabled: true, audience: true, window: 1h, big_share: 0.25}"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			zone := strings.Replace(audienceZone, "resolvers: {enabled: true, audience: true, window: 1h, big_share: 0.25}", tc.resolvers, 1)
+			s, err := New(decodeConfig(b, zone), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := newWorker(s, &stats{}, 1)
+			w.tab = s.res.newTable(nil)
+			req := mkQuery("w.corral.test", dns.TypeA, nil)
+			const slot = 4096 + 512
+			var reqs, resps [batch][]byte
+			var clients [batch]netip.Addr
+			for i := range batch {
+				reqs[i], clients[i] = req, netip.AddrFrom4([4]byte{10, byte(i), byte(i * 7), 1})
+			}
+			out := make([]byte, batch*slot)
+			w.answerBatch(reqs[:], clients[:], out, slot, resps[:])
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i += batch {

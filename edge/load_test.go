@@ -11,8 +11,8 @@ import (
 
 	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/internal/loadreport"
+	"github.com/corralhq/corral/internal/loadreport/reporttest"
 	"github.com/corralhq/corral/internal/natsutil"
-	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/limit"
 )
 
@@ -49,7 +49,7 @@ func TestLoadReports(t *testing.T) {
 		c.Admission.Enabled = true
 	}, h)
 	for range 2 { // two reports: the loop goes on
-		r := testkit.NextReport(t, sub)
+		r := reporttest.NextReport(t, sub)
 		if r.Kind != "edge" || r.Node != "edge-test" || r.Addr != te.Addr().String() || r.Limit != te.Stats().HandshakeLimit || r.Limit == 0 || r.Interval != 20*time.Millisecond || r.Capacity != 7000 {
 			t.Fatalf("report %+v: want kind edge, node edge-test, addr %s, the handshake limit %d, capacity 7000", r, te.Addr(), te.Stats().HandshakeLimit)
 		}
@@ -59,7 +59,7 @@ func TestLoadReports(t *testing.T) {
 	for range 3 {
 		_ = dialClient(t, client.Config{Addrs: []string{te.wsAddr()}}).Close()
 	}
-	testkit.AwaitOpened(t, sub, 3, func() uint64 { return te.Stats().Opened })
+	reporttest.AwaitOpened(t, sub, 3, func() uint64 { return te.Stats().Opened })
 	bad := testConfig("127.0.0.1:1")
 	bad.Load.Interval = -time.Second
 	if err := bad.Validate(); err == nil {
@@ -169,7 +169,7 @@ func TestSharePlaces(t *testing.T) {
 		t.Fatalf("100 places moved the hint by %v: spaced at %.0f a second; want the pool's, about %.0f + 300 (own %.0f)", hi-lo, spaced, own, own)
 	}
 	for {
-		r := testkit.NextReport(t, sub)
+		r := reporttest.NextReport(t, sub)
 		if r.Node == te.nodeID && r.Rate > 0 {
 			break
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/corralhq/corral/client"
 	"github.com/corralhq/corral/internal/loadreport"
-	"github.com/corralhq/corral/internal/testkit"
+	"github.com/corralhq/corral/internal/loadreport/reporttest"
 )
 
 // TestLoadReports: with load.enabled the hub publishes its load (kind
@@ -25,7 +25,7 @@ func TestLoadReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		r := testkit.NextReport(t, sub)
+		r := reporttest.NextReport(t, sub)
 		if r.Kind != "hub" || r.Node != "hub-load" || r.Addr != th.Addr().String() || r.Limit == 0 || r.Limit != th.Stats().PublishLimit || r.Interval != 20*time.Millisecond || r.Capacity != 5000 {
 			t.Fatalf("report %+v: want kind hub, node hub-load, addr %s, publish limit %d, capacity 5000", r, th.Addr(), th.Stats().PublishLimit)
 		}
@@ -35,7 +35,7 @@ func TestLoadReports(t *testing.T) {
 	for range 3 {
 		_ = dialClient(t, client.Config{Addrs: []string{th.wsAddr()}}).Close()
 	}
-	testkit.AwaitOpened(t, sub, 3, func() uint64 { return th.Stats().Opened })
+	reporttest.AwaitOpened(t, sub, 3, func() uint64 { return th.Stats().Opened })
 	cfg := DefaultConfig()
 	cfg.Load.Subject = "corral.*"
 	if err := cfg.Validate(); err == nil {

@@ -1,4 +1,8 @@
-package testkit
+// Package reporttest reads load reports in tests: the hubs' and edges'
+// load tests share it. Apart from internal/testkit so that the packages
+// whose tests use testkit (and the modules under bench/ that import them)
+// do not need NATS.
+package reporttest
 
 import (
 	"testing"
