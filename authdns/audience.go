@@ -117,13 +117,19 @@ func (a *audience) answered(set *rrset, key uint64, idx []int, now time.Time) {
 	if a == nil || key == 0 {
 		return
 	}
-	k := set.learnKey
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	sa := a.sets[k]
-	if sa == nil {
-		sa = &setAudience{slot: map[uint64]int{}}
-		a.sets[k] = sa
+	// The set's entry, found by its key once per compiled set (a reload's
+	// sets find the entry of the ones they replace) and kept on it: the
+	// string key hashed per query cost 8 ns of the 80 that noting costs
+	// (BenchmarkAudience).
+	sa := set.aud
+	if sa == nil || !sa.present && a.sets[set.learnKey] != sa {
+		if sa = a.sets[set.learnKey]; sa == nil {
+			sa = &setAudience{slot: map[uint64]int{}, present: true}
+			a.sets[set.learnKey] = sa
+		}
+		set.aud = sa
 	}
 	i, ok := sa.slot[key]
 	if !ok {

@@ -96,6 +96,7 @@ type rrset struct {
 	// (resolvers.audience; audience.go), and learnKey names it there.
 	learn    bool
 	learnKey string
+	aud      *setAudience // its entry in audience.sets, guarded by audience.mu
 	// ttl is the TTL, in seconds, of the set's records as served (in
 	// rrs): configuredTTL, the set's or the zone's, capped by load
 	// feedback's max_ttl when feedback weights the set.
