@@ -220,3 +220,54 @@ func TestAudienceReadsEachOrigin(t *testing.T) {
 		t.Error("after the restarted origin's second report the set still learns nothing")
 	}
 }
+
+// TestAudienceNotesOnlyAnswersSent: an answer that rate limiting drops
+// or slips (sent truncated, without its records) is not noted, on the
+// fast path and the general one; the resolver's last noted answer stays
+// the one it got.
+func TestAudienceNotesOnlyAnswersSent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*dns.Msg)
+	}{{"fast path", nil}, {"general path", func(m *dns.Msg) { m.SetEdns0(1232, false) }}} {
+		t.Run(tc.name, func(t *testing.T) {
+			at := time.Unix(5000, 0)
+			zone := strings.Replace(audienceZone, "rrl: {enabled: false}", "rrl: {enabled: true, rate: 1, slip: 2}", 1)
+			s, err := New(decodeConfig(t, zone), Options{Now: func() time.Time { return at }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := newWorker(s, &stats{}, 1)
+			req := mkQuery("w.corral.test", dns.TypeA, tc.edit)
+			out := make([]byte, 0, 4096)
+			asked := func() time.Time {
+				a := s.res.aud
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				for _, sa := range a.sets {
+					for i, k := range sa.keys {
+						if k != 0 {
+							return sa.asked[i]
+						}
+					}
+				}
+				return time.Time{}
+			}
+			w.handle(req, loopback, false, out) // the one answer a second the limit allows
+			first := asked()
+			if !first.Equal(at) {
+				t.Fatalf("the answer sent was not noted (asked %v)", first)
+			}
+			for range 10 { // the same second: dropped or slipped
+				at = at.Add(time.Millisecond)
+				w.handle(req, loopback, false, out)
+			}
+			if got := asked(); !got.Equal(first) {
+				t.Errorf("answers the rate limit kept back were noted (asked %v, want %v)", got, first)
+			}
+			if w.st.rrlDropped.Load()+w.st.rrlSlipped.Load() == 0 {
+				t.Fatal("nothing rate limited: the test tests nothing")
+			}
+		})
+	}
+}

@@ -117,6 +117,7 @@ func (w *worker) fast(st *state, req []byte, client netip.Addr, tcp bool, out []
 	limit := responseLimit(st, q, tcp)
 	if !tcp && st.rrl != nil {
 		if resp, limited := w.fastLimit(st, client, out, limit, policy, res.FailOpen); limited {
+			w.noteSet = nil
 			return resp, true
 		}
 	}
@@ -124,7 +125,11 @@ func (w *worker) fast(st *state, req []byte, client netip.Addr, tcp bool, out []
 		w.st.failOpen.Add(1)
 	}
 	if size > limit {
+		w.noteSet = nil
 		return w.fastTruncated(st, out, limit, policy), true
+	}
+	if w.noteSet != nil {
+		w.commitNote()
 	}
 	b := slices.Grow(out[:0], size)[:size]
 	binary.BigEndian.PutUint32(b, uint32(q.id)<<16|uint32(flagQR|flagAA|flags&(flagRD|flagCD)))

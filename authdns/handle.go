@@ -56,6 +56,12 @@ type worker struct {
 	classed bool
 	ecsBits int
 	resKey  uint64 // the resolver's key, once classed (audience.go)
+	// noteSet, noteKey and note are the answer of a set that teaches
+	// audiences (audience.go), noted once the response goes out whole:
+	// not when rate limiting drops or slips it, nor when it is truncated.
+	noteSet *rrset
+	noteKey uint64
+	note    []int
 	// byClass is the class counts not yet added to st (flush).
 	byClass [answer.NumClasses]classCounts
 }
@@ -71,7 +77,7 @@ const maxExtraNames = 32
 // answers it counts resolvers in the shared TCP table; a UDP socket's
 // worker gets a table of its own.
 func newWorker(s *Server, st *stats, seed uint64) *worker {
-	w := &worker{srv: s, st: st, rng: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15), dst: make([]int, 0, answer.MaxRecords), extra: make([]extraRef, 0, maxExtraNames)}
+	w := &worker{srv: s, st: st, rng: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15), dst: make([]int, 0, answer.MaxRecords), extra: make([]extraRef, 0, maxExtraNames), note: make([]int, 0, answer.MaxRecords)}
 	if s.res != nil {
 		w.tab = s.res.tcp
 	}
@@ -164,7 +170,7 @@ func (w *worker) general(st *state, req []byte, client netip.Addr, tcp bool, out
 	w.scope, w.policy, w.failOpen = 0, 0, false
 	w.rrlClass, w.rrlName = rrlError, nil
 	w.extra = w.extra[:0]
-	w.classed = false
+	w.classed, w.noteSet = false, nil
 	rcode := rcodeNoError
 	switch pr {
 	case parseFormErr:
@@ -190,6 +196,9 @@ func (w *worker) general(st *state, req []byte, client netip.Addr, tcp bool, out
 		}
 	}
 	resp := w.m.finish(q, rcode, st.ednsBuffer, w.scope)
+	if w.noteSet != nil && !w.m.tc {
+		w.commitNote()
+	}
 	w.st.count(q.qtype, rcode, w.policy, len(resp), w.m.tc)
 	if w.failOpen {
 		w.st.failOpen.Add(1)
@@ -359,7 +368,7 @@ func (w *worker) addSet(set *rrset, ptr int, key []byte, q *query, client netip.
 	}
 	idx, res := set.sel.Select(w.dst, aq, w.rng)
 	if set.learn && w.tab != nil {
-		w.srv.res.aud.answered(set, w.resKey, idx, w.srv.now())
+		w.pendNote(set, w.resKey, idx)
 	}
 	w.policy = int(set.policy) + 1
 	w.failOpen = w.failOpen || res.FailOpen

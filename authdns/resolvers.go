@@ -513,8 +513,9 @@ func (w *worker) fastSelect(set *rrset, client netip.Addr) ([]int, answer.Result
 	if set.sel.ByClass() {
 		w.countAnswer(c, len(idx))
 	}
+	w.noteSet = nil
 	if set.learn {
-		w.srv.res.aud.answered(set, key, idx, w.srv.now()) // nil-safe
+		w.pendNote(set, key, idx)
 	}
 	return idx, res
 }
@@ -539,4 +540,18 @@ func (w *worker) flushClasses() {
 		s.records.Add(b.records)
 		*b = classCounts{}
 	}
+}
+
+// pendNote keeps the answer idx of set to the resolver of key, to be
+// noted (commitNote) once the response goes out whole; the last set of a
+// response that teaches is the one its clients connect to.
+func (w *worker) pendNote(set *rrset, key uint64, idx []int) {
+	w.noteSet, w.noteKey = set, key
+	w.note = append(w.note[:0], idx...)
+}
+
+// commitNote notes the pending answer (audience.answered).
+func (w *worker) commitNote() {
+	w.srv.res.aud.answered(w.noteSet, w.noteKey, w.note, w.srv.now())
+	w.noteSet = nil
 }
