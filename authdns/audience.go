@@ -122,11 +122,12 @@ func (a *audience) answered(set *rrset, key uint64, idx []int, now time.Time) {
 	// The set's entry, found by its key once per compiled set (a reload's
 	// sets find the entry of the ones they replace) and kept on it: the
 	// string key hashed per query cost 8 ns of the 80 that noting costs
-	// (BenchmarkAudience).
+	// (BenchmarkAudience). The tick drops an entry only when no served
+	// set has its key, so a set still served never holds a dropped one.
 	sa := set.aud
-	if sa == nil || !sa.present && a.sets[set.learnKey] != sa {
+	if sa == nil {
 		if sa = a.sets[set.learnKey]; sa == nil {
-			sa = &setAudience{slot: map[uint64]int{}, present: true}
+			sa = &setAudience{slot: map[uint64]int{}}
 			a.sets[set.learnKey] = sa
 		}
 		set.aud = sa

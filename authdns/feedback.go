@@ -263,11 +263,11 @@ func (f *feedback) byValue(now time.Time) (map[string]answer.Load, map[string]st
 	who := make(map[string]string, 2*len(f.loads))
 	var rows []originRow
 	for addr, r := range f.loads {
-		l := answer.Load{At: f.heardAt[addr], Sessions: r.Sessions, Capacity: r.Capacity, Inflight: r.Inflight, Limit: r.Limit, Stage: r.Stage, Opened: r.Opened}
+		l := answer.Load{At: f.heardAt[addr], Sessions: r.Sessions, Capacity: r.Capacity, Inflight: r.Inflight, Limit: r.Limit, Stage: r.Stage}
 		fresh := now.Sub(l.At) <= f.bounds.Timeout
 		rows = append(rows, originRow{addr: addr, node: r.Node, kind: r.Kind, load: l, fresh: fresh})
 		keys := []string{addr}
-		if h, _, err := net.SplitHostPort(addr); err == nil && h != addr {
+		if h := hostOf(addr); h != addr {
 			keys = append(keys, h)
 		}
 		for _, k := range keys {
@@ -330,13 +330,18 @@ func (f *feedback) opened() []originReport {
 	defer f.mu.Unlock()
 	out := make([]originReport, 0, len(f.loads))
 	for addr, r := range f.loads {
-		host := addr
-		if h, _, err := net.SplitHostPort(addr); err == nil {
-			host = h
-		}
-		out = append(out, originReport{addr: addr, host: host, opened: r.Opened, at: f.heardAt[addr]})
+		out = append(out, originReport{addr: addr, host: hostOf(addr), opened: r.Opened, at: f.heardAt[addr]})
 	}
 	return out
+}
+
+// hostOf returns the host of an origin's advertised address (host:port),
+// or the address when it has no port: a record value matches either.
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // eachSet calls fn with every record set of the zones.

@@ -31,11 +31,10 @@ type audienceClasses struct {
 	big     int
 
 	// What the run's summary reports, from step 0 on.
-	counting  bool
-	peak      int
-	peakAt    float64
-	learnedAt int // intervals learned from before the run
-	startBig  int // resolvers classed big by audience at step 0
+	counting bool
+	peak     int
+	peakAt   float64
+	startBig int // resolvers classed big by audience at step 0
 }
 
 // newAudience returns the audience learning of sc for n resolvers and
@@ -165,7 +164,6 @@ func (ac *audienceClasses) warm(d *dnsModel, rate []float64, every int, dt time.
 				}
 			}
 			ac.learn(ac.opened, interval, s, dt)
-			ac.learnedAt++
 		}
 	}
 	ac.startBig = ac.big

@@ -45,7 +45,7 @@ type origin struct {
 	adm admitter // nil: no admission control (errors mode)
 
 	fresh  []int64 // connections completed this step, by priority
-	opened int64   // connections completed since the start (Load.Opened)
+	opened int64   // connections completed since the start (a report's opened count)
 
 	// pool is the upstream connections edge hosts hold to the origin
 	// (fluid: streams over streams per connection, rounded up).

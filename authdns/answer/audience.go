@@ -13,7 +13,8 @@ import (
 // the second that herds a whole population onto the one address it
 // caches. What does tell is where the sessions go. Every answer names
 // the origins the resolver's clients will connect to until it expires,
-// and the origins report the sessions they open (Load.Opened).
+// and the origins report the sessions they open (authdns reads them from
+// the load reports' opened count, the simulator from its model).
 //
 // AudienceConfig.Learn solves for each resolver's rate of sessions (its
 // audience) as a mixture seen through sums: every estimate is scaled by

@@ -24,10 +24,6 @@ type Load struct {
 	// Stage is the origin's shedding stage, 0 (normal) to MaxStage
 	// (lifeboat, package limit's stages).
 	Stage int
-	// Opened is the sessions the origin opened since it started, a
-	// counter (0: not reported); audience learning reads its growth
-	// between reports (AudienceConfig.Learn).
-	Opened uint64
 }
 
 // MaxStage is the highest shedding stage (limit.StageLifeboat).
