@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/internal/nbclose"
@@ -96,6 +97,7 @@ type Server struct {
 
 	testHookOpen func(*early, *nbws.Conn) // tests: runs first in OnOpen
 	testHookData func()                   // tests: runs last in onData, on nbio's poller
+	tlsReadHeld  atomic.Int64             // readTLS's buffers out of the pool now (tls.go)
 }
 
 // New builds a server from a valid configuration; other is the handler
@@ -120,6 +122,7 @@ func New(cfg Config, h Handler, other http.Handler) (*Server, error) {
 		MaxWebsocketFramePayloadSize: cfg.MaxFrameBytes,
 		ServerExecutor:               cfg.Workers.Go, // message handlers, in order per connection (nbio's job list)
 	})
+	s.engine.SyncCall = syncOnWorkers(cfg.Workers) // TLS connections' message handlers (tls.go)
 	// Every close of an upgraded connection, ours and nbio's own (after a
 	// close frame, on a worker), goes through its poller: a close from
 	// another goroutine while the poller handles a batch of events let a

@@ -2,9 +2,13 @@ package wsserve
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
+	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	nbws "github.com/lesismal/nbio/nbhttp/websocket"
 )
@@ -22,11 +26,16 @@ import (
 // the head's read deadline, HTTPReadHeaderTimeout: never on the accept
 // loop. nbio's own reading goroutine (BlockingModHandleRead) is off: it
 // would make SessionWithLock wait for a second SetSession after the
-// upgrade, so onOpen starts the reading once the session is set.
+// upgrade, so onOpen starts the reading once the session is set, with
+// readTLS below rather than nbio's HandleRead.
 //
-// A wss connection therefore costs that goroutine and crypto/tls's
-// buffers on top of a plain one (about 4 KiB of read buffer, the
-// goroutine's stack, and the TLS record buffers).
+// A wss connection therefore costs a reading goroutine and crypto/tls's
+// buffers on top of a plain one. An idle one used to hold 26 KB against
+// a plain one's 2.5 KB (bench/edge/run.sh idle with TLS=1, 9,000 sessions):
+// nbio's 4 KiB read buffer, and a reader's stack grown to 8 KiB by the
+// message handlers that nbio runs on it (SyncCall, inline by default: a
+// Hello's decode and its token). readTLS holds no buffer while it waits,
+// and New runs SyncCall on the Workers, so the reader's stack is a read's.
 
 // tlsListener makes every accepted connection a tlsConn.
 type tlsListener struct {
@@ -93,5 +102,84 @@ func (s *Server) tlsOpen(c *nbws.Conn) func() {
 		return nil
 	}
 	tc.ws.Store(c)
-	return func() { go c.HandleRead(0) }
+	return func() { go s.readTLS(c, tc) }
+}
+
+// tlsReadBuf is the size of readTLS's pooled buffers, nbio's
+// DefaultBlockingReadBufferSize.
+const tlsReadBuf = 4 << 10
+
+var tlsReadBufs = sync.Pool{New: func() any { return new([tlsReadBuf]byte) }}
+
+// aLongTimeAgo is a read deadline that has passed: a read with it returns
+// at once what crypto/tls holds already, and a timeout otherwise.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// readTLS reads a wss connection until it ends, as nbio's HandleRead
+// does, handing the plaintext to nbio's parser (which copies what it
+// keeps) and closing the connection with the error that ended it. It
+// waits for the next record with a one-byte read, holding no buffer, then
+// takes what crypto/tls has decrypted or buffered beyond that byte into a
+// pooled buffer with a read whose deadline has passed: it returns what is
+// there without waiting, and a timeout leaves crypto/tls's connection
+// usable (net/http cancels its background reads the same way). Nothing
+// else sets read deadlines on an upgraded connection.
+func (s *Server) readTLS(c *nbws.Conn, tc *tlsConn) {
+	var err error
+	defer func() { c.CloseAndClean(err) }()
+	var one [1]byte
+	for {
+		var n int
+		n, err = tc.Read(one[:])
+		if n == 0 {
+			if err != nil {
+				return
+			}
+			continue
+		}
+		buf := tlsReadBufs.Get().(*[tlsReadBuf]byte)
+		s.tlsReadHeld.Add(1)
+		buf[0] = one[0]
+		if err == nil {
+			_ = tc.SetReadDeadline(aLongTimeAgo)
+			var more int
+			more, err = tc.Read(buf[1:])
+			n += more
+			_ = tc.SetReadDeadline(time.Time{})
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = nil
+			}
+		}
+		if perr := c.Parse(buf[:n]); perr != nil && err == nil {
+			err = perr
+		}
+		tlsReadBufs.Put(buf)
+		s.tlsReadHeld.Add(-1)
+		if err != nil {
+			return
+		}
+	}
+}
+
+// syncOnWorkers runs f on a worker of w and waits for it: nbio's SyncCall,
+// which runs the message handlers of the connections it serves in its
+// blocking mode (TLS) from their reading goroutines. The reader's stack
+// stays a read's, the handlers run on a kept goroutine whose stack has
+// grown already, one at a time and in order since the reader waits. A
+// panic of f is raised again in the reader, inside nbio's Parse, which
+// recovers it as it did when f ran there.
+func syncOnWorkers(w *Workers) func(func()) {
+	return func(f func()) {
+		var p any
+		done := make(chan struct{})
+		w.Go(func() {
+			defer close(done)
+			defer func() { p = recover() }()
+			f()
+		})
+		<-done
+		if p != nil {
+			panic(p)
+		}
+	}
 }

@@ -2,13 +2,17 @@ package wsserve
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,4 +122,124 @@ func TestTLS(t *testing.T) {
 			t.Fatalf("read from a silent connection: %v, want it closed by the server", err)
 		}
 	})
+}
+
+// stackHandler is a Handler whose sessions echo like testHandler's and
+// note whether a message ran on the connection's reading goroutine.
+type stackHandler struct {
+	testHandler
+	onReader atomic.Int64 // messages handled on readTLS's goroutine
+}
+
+func (h *stackHandler) Open(conn Conn) Session {
+	return &stackSession{testSession: testSession{h: &h.testHandler, conn: conn}, h: h}
+}
+
+type stackSession struct {
+	testSession
+	h *stackHandler
+}
+
+func (s *stackSession) Message(binary bool, data []byte) {
+	buf := make([]byte, 64<<10)
+	if st := string(buf[:runtime.Stack(buf, false)]); strings.Contains(st, "readTLS") || strings.Contains(st, "HandleRead") {
+		s.h.onReader.Add(1)
+	}
+	s.testSession.Message(binary, data)
+}
+
+// TestTLSReading: a wss connection's reader hands nbio whatever the TLS
+// records carry, split anyhow (a message a byte per record, one over
+// several records and read buffers, several in one record), in order;
+// the message handlers run on the Workers, not on the reader (whose stack
+// an idle connection keeps); and an idle connection holds no read buffer.
+func TestTLSReading(t *testing.T) {
+	srvTLS, cliTLS := testTLS(t)
+	h := new(stackHandler)
+	var srv *Server
+	addr := startServer(t, Config{TLS: srvTLS}, h, func(s *Server) { srv = s })
+	const conns = 8
+	type client struct {
+		c *tls.Conn
+		r *bufio.Reader
+	}
+	var cs []client
+	for range conns {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 20 * time.Second}, "tcp", addr, cliTLS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, wsHead); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(r, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %v %+v", err, resp)
+		}
+		cs = append(cs, client{c, r})
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3000) // 48,000 bytes: three records, twelve read buffers
+	for i, cl := range cs {
+		// A byte per TLS record: each Write is a record.
+		for _, b := range clientFrame(2, true, true, []byte("bytewise")) {
+			if _, err := cl.c.Write([]byte{b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := cl.c.Write(clientFrame(2, true, true, big)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.c.Write(cat(clientFrame(1, true, true, []byte("three")), clientFrame(1, true, true, []byte("four")))); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"1:bytewise", "2:" + string(big), "3:three", "4:four"} {
+			if _, p, err := testkit.ReadWSFrame(cl.r); err != nil || string(p) != want {
+				t.Fatalf("connection %d: answer of %d bytes %v, want %d bytes %.20q", i, len(p), err, len(want), want)
+			}
+		}
+	}
+	if n := h.onReader.Load(); n != 0 {
+		t.Errorf("%d of %d messages were handled on the connection's reading goroutine", n, 4*conns)
+	}
+	testkit.WaitFor(t, 10*time.Second, "no read buffer held by idle connections", func() bool {
+		return srv.tlsReadHeld.Load() == 0
+	})
+	// Still served after the idle wait.
+	if _, err := cs[0].c.Write(clientFrame(2, true, true, []byte("again"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, p, err := testkit.ReadWSFrame(cs[0].r); err != nil || string(p) != "5:again" {
+		t.Fatalf("answer %q %v, want 5:again", p, err)
+	}
+}
+
+// TestSyncOnWorkers: nbio's SyncCall as New sets it runs each call on a
+// worker, not the caller's goroutine, returns once it is done (so calls
+// are in order), and raises its panic in the caller, where nbio's Parse
+// recovers it.
+func TestSyncOnWorkers(t *testing.T) {
+	call := syncOnWorkers(NewWorkers(time.Second))
+	me := goid()
+	var order []int
+	for i := range 3 {
+		call(func() {
+			if goid() == me {
+				t.Error("ran on the caller's goroutine")
+			}
+			order = append(order, i)
+		})
+	}
+	if fmt.Sprint(order) != "[0 1 2]" {
+		t.Errorf("order %v", order)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Errorf("recovered %v, want the call's panic", p)
+			}
+		}()
+		call(func() { panic("boom") })
+	}()
 }
