@@ -91,7 +91,7 @@ var testSubprotocols = []string{"corral.v1.proto", "corral.v1.json"}
 // startServer serves h on a loopback port with cfg (Path, Subprotocols and
 // MaxFrameBytes filled when empty), other paths answered "other"; set runs
 // on the server before it starts (test hooks). It returns the address.
-func startServer(t *testing.T, cfg Config, h Handler, set func(*Server)) string {
+func startServer(t testing.TB, cfg Config, h Handler, set func(*Server)) string {
 	t.Helper()
 	if cfg.Path == "" {
 		cfg.Path = "/v1/ws"

@@ -21,7 +21,7 @@ import (
 
 // testTLS returns a server configuration with a self-signed ECDSA P-256
 // certificate for "ws.corral.test" and a client configuration trusting it.
-func testTLS(t *testing.T) (server, client *tls.Config) {
+func testTLS(t testing.TB) (server, client *tls.Config) {
 	t.Helper()
 	crt, pool := testkit.SelfSignedCert(t, "ws.corral.test")
 	server = &tls.Config{Certificates: []tls.Certificate{crt}, NextProtos: []string{"http/1.1"}}
@@ -242,4 +242,48 @@ func TestSyncOnWorkers(t *testing.T) {
 		}()
 		call(func() { panic("boom") })
 	}()
+}
+
+// BenchmarkTLSMessage: one wss connection, a small message and its echo
+// in turn, with the message handlers run as New sets nbio's SyncCall (on
+// the Workers, the reader waiting) and, for comparison, inline on the
+// reader (nbio's default when it is given a ServerExecutor): what the
+// hand-off to a worker costs a message, beside a round trip over TLS.
+//
+//	go test -run '^$' -bench TLSMessage -benchtime 20000x -count 5 ./internal/wsserve
+func BenchmarkTLSMessage(b *testing.B) {
+	for _, v := range []struct {
+		name   string
+		inline bool
+	}{{"workers", false}, {"inline", true}} {
+		b.Run(v.name, func(b *testing.B) {
+			srvTLS, cliTLS := testTLS(b)
+			addr := startServer(b, Config{TLS: srvTLS}, new(testHandler), func(s *Server) {
+				if v.inline {
+					s.engine.SyncCall = func(f func()) { f() }
+				}
+			})
+			c, err := tls.Dial("tcp", addr, cliTLS)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, wsHead); err != nil {
+				b.Fatal(err)
+			}
+			r := bufio.NewReader(c)
+			if resp, err := http.ReadResponse(r, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+				b.Fatalf("upgrade: %v %+v", err, resp)
+			}
+			frame := clientFrame(2, true, true, []byte("ping"))
+			for b.Loop() {
+				if _, err := c.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := testkit.ReadWSFrame(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
