@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/corralhq/corral/internal/fdcount"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
@@ -273,5 +274,42 @@ func TestHerdWaitsForHandshakeSlots(t *testing.T) {
 	const hints = "corral_edge_handshake_retry_after_seconds"
 	if c, sum := te.metric(hints), histogramSum(te.reg, hints); c != float64(refused) || math.Abs(sum-hinted) > float64(refused)*0.001 {
 		t.Errorf("%s: %v hints summing to %.3f s; want the %d the devices got, %.3f s", hints, c, sum, refused, hinted)
+	}
+}
+
+// TestResourcesReachTheShedder: with admission.shedder.resources.max_fds
+// the edge counts its open descriptors for the Shedder (a ceiling of 1 is
+// a resource emergency: lifeboat); without it, it does not count them
+// (the count costs about 0.5 us a descriptor, internal/fdcount).
+func TestResourcesReachTheShedder(t *testing.T) {
+	if _, ok := fdcount.Open(); !ok {
+		t.Skip("no /proc/self/fd here")
+	}
+	for _, tc := range []struct {
+		name   string
+		maxFDs int
+		want   limit.Stage
+	}{
+		{"max_fds 1: lifeboat", 1, limit.StageLifeboat},
+		{"no max_fds: not counted, normal", 0, limit.StageNormal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testkit.NewClock(time.Now())
+			var a admission
+			cfg := AdmissionConfig{Enabled: true}
+			cfg.Shedder.Clock = clk
+			cfg.Shedder.Resources.MaxFDs = tc.maxFDs
+			if err := a.init(cfg, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if a.countFDs != (tc.maxFDs > 0) {
+				t.Errorf("countFDs %v with max_fds %d", a.countFDs, tc.maxFDs)
+			}
+			a.observeResources()
+			clk.Advance(2 * time.Second)
+			if st := a.shedder.EvaluateAt(clk.Now()); st != tc.want {
+				t.Errorf("stage %v, want %v", st, tc.want)
+			}
+		})
 	}
 }

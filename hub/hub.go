@@ -79,6 +79,7 @@ type Hub struct {
 	seed       maphash.Seed
 	shards     [numShards]*chanShard
 	overload   Overload
+	countFDs   bool            // overload wants the open descriptors (overload.go)
 	limiter    *limit.Limiter  // in-flight publishes; nil: none
 	latency    latencyMetrics  // overload.go
 	health     *health.Server  // grpc.health.v1 of the gRPC port, following Ready
@@ -157,6 +158,9 @@ func New(cfg Config, opts Options) (*Hub, error) {
 		h.now = time.Now
 	}
 	h.metrics = newMetrics(opts.Registerer)
+	// A policy of the embedder's gets the descriptors; the Shedder only
+	// under its ceiling (observeResources).
+	h.countFDs = h.overload != nil || (cfg.Overload.Enabled && cfg.Overload.Shedder.Resources.MaxFDs > 0)
 	if cfg.Overload.Enabled {
 		if h.overload == nil {
 			sh, err := limit.NewShedder(cfg.Overload.Shedder)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/client"
+	"github.com/corralhq/corral/internal/fdcount"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/limit"
 	"github.com/corralhq/corral/wire"
@@ -219,4 +221,51 @@ func TestLatencyStagesAreOptIn(t *testing.T) {
 			t.Errorf("latency_stages off: stage %v, %d of 10 refused; want normal, none", st, refused)
 		}
 	}
+}
+
+// fdRecorder is an embedder's Overload (a Shedder underneath) that keeps
+// the descriptor counts the hub feeds it.
+type fdRecorder struct {
+	*limit.Shedder
+	fds atomic.Int64
+}
+
+func (r *fdRecorder) ObserveResources(heap uint64, fds int) {
+	r.fds.Store(int64(fds))
+	r.Shedder.ObserveResources(heap, fds)
+}
+
+// TestResourcesReachThePolicy: the hub counts its open descriptors for a
+// policy that can use them, an embedder's own or a Shedder with
+// resources.max_fds (a ceiling of 1 is a resource emergency: lifeboat);
+// a Shedder without the ceiling is not given them (the count costs about
+// 0.5 us a descriptor, internal/fdcount).
+func TestResourcesReachThePolicy(t *testing.T) {
+	if _, ok := fdcount.Open(); !ok {
+		t.Skip("no /proc/self/fd here")
+	}
+	t.Run("an embedder's policy", func(t *testing.T) {
+		sh, err := limit.NewShedder(limit.ShedderConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &fdRecorder{Shedder: sh}
+		startHub(t, func(_ *Config, o *Options) { o.Overload = rec })
+		testkit.WaitFor(t, 10*time.Second, "the policy to learn the descriptors", func() bool { return rec.fds.Load() > 0 })
+	})
+	t.Run("a Shedder with max_fds", func(t *testing.T) {
+		th := startHub(t, func(c *Config, _ *Options) {
+			c.Overload.Enabled = true
+			c.Overload.Shedder.Resources.MaxFDs = 1
+		})
+		testkit.WaitFor(t, 15*time.Second, "lifeboat", func() bool {
+			return th.metric("corral_hub_overload_stage") == float64(limit.StageLifeboat)
+		})
+	})
+	t.Run("a Shedder without max_fds", func(t *testing.T) {
+		th := startHub(t, func(c *Config, _ *Options) { c.Overload.Enabled = true })
+		if th.countFDs {
+			t.Error("the hub counts its descriptors for a Shedder without a ceiling")
+		}
+	})
 }
