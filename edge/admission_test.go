@@ -313,3 +313,51 @@ func TestResourcesReachTheShedder(t *testing.T) {
 		})
 	}
 }
+
+// TestSeverableFollowsTheSessions: the open sessions the severing loop
+// gives the Shedder (Edge.severable) are the welcomed sessions not
+// closing, by priority, as devices arrive, leave and are closed by the
+// edge, each counted out once.
+func TestSeverableFollowsTheSessions(t *testing.T) {
+	th := startHub(t, nil)
+	te := startEdge(t, nil, th)
+	counts := func() limit.Counts {
+		var c limit.Counts
+		for p := range c {
+			c[p] = te.severable[p].Load()
+		}
+		return c
+	}
+	listed := func() limit.Counts {
+		var c limit.Counts
+		for _, s := range te.snapshotSessions() {
+			if s.state.Load() == stateWelcomed && !s.isClosing() {
+				c[s.rank]++
+			}
+		}
+		return c
+	}
+	expect := func(what string, want limit.Counts) {
+		t.Helper()
+		testkit.WaitFor(t, 10*time.Second, what, func() bool { return counts() == want && listed() == want })
+	}
+	var rs []*rawGRPC
+	for _, rank := range []int{0, 1, 1, 2} {
+		rs = append(rs, welcomed(t, te, rank))
+	}
+	expect("1 P0, 2 P1, 1 P2", limit.Counts{1, 2, 1})
+	rs[3].cancel() // the P2 device leaves
+	expect("the P2 gone", limit.Counts{1, 2, 0})
+	for _, s := range te.snapshotSessions() {
+		if s.rank == 1 {
+			s.close(wire.Close{Code: wire.CloseGoingAway, Text: "test"}, true)
+			s.close(wire.Close{Code: wire.CloseGoingAway, Text: "again"}, true)
+			break
+		}
+	}
+	expect("a P1 closed by the edge, counted out once", limit.Counts{1, 1, 0})
+	rs[0].cancel()
+	rs[1].cancel()
+	rs[2].cancel()
+	expect("none", limit.Counts{})
+}

@@ -80,8 +80,11 @@ type Edge struct {
 	done     chan struct{}
 	draining atomic.Bool
 	opened   atomic.Uint64 // device sessions opened since the start (Stats.Opened)
-	ready    atomic.Bool
-	stopOnce sync.Once
+	// severable counts the welcomed sessions not closing, by rank: the
+	// open sessions the severing loop gives the Shedder (admission.go).
+	severable [limit.NumPriorities]atomic.Int64
+	ready     atomic.Bool
+	stopOnce  sync.Once
 
 	mu        sync.Mutex
 	sessions  map[*session]struct{}

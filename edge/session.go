@@ -81,6 +81,7 @@ type session struct {
 	closing  bool
 	torn     bool
 	counted  bool // counted in the sessions gauge
+	severing bool // counted in Edge.severable: welcomed, not closing
 	upDone   bool // nothing more to send upstream (RelayClose sent or received, or the stream broke)
 	replay   resumeState
 	early    []*corralv1.ClientFrame // frames that came while the Hello waited
@@ -465,6 +466,8 @@ func (s *session) welcome(f *corralv1.ServerFrame, w *corralv1.Welcome) {
 	s.mu.Lock()
 	if !s.closing {
 		s.counted = true
+		s.severing = true
+		e.severable[s.rank].Add(1)
 		e.metrics.sessions.WithLabelValues(s.dev.kind()).Inc()
 	}
 	later := s.later
@@ -668,7 +671,7 @@ func (s *session) writeLoop() {
 				c = *s.closeMsg
 			}
 			wasClosing := s.closing
-			s.closing, s.closeMsg = true, &c
+			s.setClosingLocked(&c)
 			s.q.clear()
 			s.mu.Unlock()
 			if !wasClosing {
@@ -698,7 +701,7 @@ func (s *session) closeLocked(c wire.Close, notify, flush bool) bool {
 	if s.closing {
 		return false
 	}
-	s.closing, s.closeMsg = true, &c
+	s.setClosingLocked(&c)
 	if !flush {
 		s.q.clear()
 	}
@@ -720,6 +723,16 @@ func (s *session) closeLocked(c wire.Close, notify, flush bool) bool {
 	}
 	s.kickLocked()
 	return true
+}
+
+// setClosingLocked marks s closing with c, with s.mu held, and takes it
+// out of the severing loop's counts.
+func (s *session) setClosingLocked(c *wire.Close) {
+	s.closing, s.closeMsg = true, c
+	if s.severing {
+		s.severing = false
+		s.e.severable[s.rank].Add(-1)
+	}
 }
 
 // sendUpClose queues the session's RelayClose unless the upstream side is
@@ -752,7 +765,7 @@ func (s *session) abortIfOpen() {
 func (s *session) peerGone(c wire.Close) {
 	s.mu.Lock()
 	if !s.closing {
-		s.closing, s.closeMsg = true, &c
+		s.setClosingLocked(&c)
 		s.q.clear()
 		if !s.upDone && s.up != nil {
 			s.upDone = true

@@ -102,7 +102,10 @@ type Hub struct {
 	historyDown atomic.Pointer[string]
 	replicas    atomic.Int64  // of the history streams, as the hub opened or scaled them
 	opened      atomic.Uint64 // sessions opened since the start (Stats.Opened)
-	stopOnce    sync.Once
+	// severable counts the welcomed sessions not closing, by rank: the
+	// open sessions the severing loop gives the policy (overload.go).
+	severable [limit.NumPriorities]atomic.Int64
+	stopOnce  sync.Once
 
 	mu        sync.Mutex
 	sessions  map[*session]struct{}

@@ -124,6 +124,7 @@ type session struct {
 	closing  bool
 	torn     bool
 	counted  bool // counted in the sessions gauge
+	severing bool // counted in Hub.severable: welcomed, not closing
 }
 
 // The session struct is on every idle connection: keep it at 176 bytes (a
@@ -307,6 +308,8 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 	if !s.closing {
 		s.counted = true
 		h.metrics.sessionsOf.with(s.tr.kind()).Inc()
+		s.severing = true
+		h.severable[s.rank].Add(1)
 	}
 	s.mu.Unlock()
 	sc := h.sess
@@ -661,8 +664,7 @@ func (s *session) writeLoop() {
 			if s.closing {
 				c = s.closeReason() // the write failed because the close cut it
 			}
-			s.closing = true
-			s.closeMsg = &c
+			s.setClosingLocked(&c)
 			s.q.clear()
 			s.wakeWaiters()
 			s.mu.Unlock()
@@ -694,7 +696,7 @@ func (s *session) closeLocked(c wire.Close, notify bool) bool {
 	if s.closing {
 		return false
 	}
-	s.closing, s.closeMsg = true, &c
+	s.setClosingLocked(&c)
 	s.q.clear()
 	s.wakeWaiters()
 	if _, ok := s.tr.(blockingWriter); ok && s.writing {
@@ -733,13 +735,23 @@ func (s *session) abortIfOpen() {
 	}
 }
 
+// setClosingLocked marks s closing with c, with s.mu held, and takes it
+// out of the severing loop's counts.
+func (s *session) setClosingLocked(c *wire.Close) {
+	s.closing, s.closeMsg = true, c
+	if s.severing {
+		s.severing = false
+		s.h.severable[s.rank].Add(-1)
+	}
+}
+
 // peerGone is called by the transport when the connection ended from the
 // other side or failed on read.
 func (s *session) peerGone(c wire.Close) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closing {
-		s.closing, s.closeMsg = true, &c
+		s.setClosingLocked(&c)
 		s.q.clear()
 		s.wakeWaiters()
 	}

@@ -269,3 +269,58 @@ func TestResourcesReachThePolicy(t *testing.T) {
 		}
 	})
 }
+
+// TestSeverableFollowsTheSessions: the open sessions the severing loop
+// gives the policy (Hub.severable) are the welcomed sessions not closing,
+// by priority, as clients arrive and leave and as the hub closes one
+// (whose client comes back: counted out once, in again once).
+func TestSeverableFollowsTheSessions(t *testing.T) {
+	th := startHub(t, nil)
+	counts := func() limit.Counts {
+		var c limit.Counts
+		for p := range c {
+			c[p] = th.severable[p].Load()
+		}
+		return c
+	}
+	listed := func() limit.Counts {
+		var c limit.Counts
+		for _, s := range th.snapshotSessions() {
+			if s.helloDone.Load() && !s.isClosing() {
+				c[s.rank]++
+			}
+		}
+		return c
+	}
+	expect := func(what string, want limit.Counts) {
+		t.Helper()
+		testkit.WaitFor(t, 15*time.Second, what, func() bool { return counts() == want && listed() == want })
+	}
+	tok := token(t, tokenOpts{prio: 0})
+	var cs []*client.Client
+	for _, p := range []client.Priority{client.PriorityP0, client.PriorityP1, client.PriorityP1, client.PriorityP2} {
+		cs = append(cs, dialClient(t, client.Config{Addrs: []string{th.wsAddr()}, Token: tok, Priority: p}))
+	}
+	expect("1 P0, 2 P1, 1 P2", limit.Counts{1, 2, 1})
+	_ = cs[3].Close()
+	expect("the P2 gone", limit.Counts{1, 2, 0})
+	opened := th.opened.Load()
+	var closed *session
+	for _, s := range th.snapshotSessions() {
+		if s.rank == 1 {
+			closed = s
+			s.close(wire.Close{Code: wire.CloseGoingAway, Text: "test", RetryAfter: time.Millisecond}, true)
+			s.close(wire.Close{Code: wire.CloseGoingAway, Text: "again"}, true)
+			break
+		}
+	}
+	if closed == nil || !closed.isClosing() {
+		t.Fatal("no P1 session closed")
+	}
+	testkit.WaitFor(t, 15*time.Second, "the P1 client back", func() bool { return th.opened.Load() > opened })
+	expect("the closed P1 back", limit.Counts{1, 2, 0})
+	for _, c := range cs[:3] {
+		_ = c.Close()
+	}
+	expect("none", limit.Counts{})
+}
