@@ -182,12 +182,17 @@ func (a *admission) observeHandshake(d time.Duration) {
 }
 
 // refuseConnection reports whether a new device connection is refused
-// before its Hello, and the hint: while draining, and in the lifeboat
-// stage (which refuses P0 too: no Hello could be admitted).
+// before its Hello, and the hint: while draining, at max_sessions, and in
+// the lifeboat stage (which refuses P0 too: no Hello could be admitted).
 func (e *Edge) refuseConnection() (limit.Retry, bool) {
 	now := e.now()
 	if e.draining.Load() {
 		return limit.Retry{After: e.retryHint()}, true
+	}
+	if max := e.cfg.MaxSessions; max > 0 && e.Sessions() >= max {
+		e.metrics.atCapacity.Inc()
+		base := e.drainCfg.RetryAfter
+		return limit.Retry{After: base, Within: base}, true
 	}
 	if sh := e.adm.shedder; sh != nil && !sh.Stage().Admits(limit.P0) {
 		e.metrics.shed.WithLabelValues("reject_connection", "p0").Inc()

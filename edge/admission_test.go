@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -360,4 +361,44 @@ func TestSeverableFollowsTheSessions(t *testing.T) {
 	rs[1].cancel()
 	rs[2].cancel()
 	expect("none", limit.Counts{})
+}
+
+// TestMaxSessions: at max_sessions a new connection is refused before its
+// Hello, a WebSocket upgrade with 503 and a Retry-After within
+// drain.retry_after and twice it, a gRPC stream with Unavailable and
+// grpc-retry-pushback-ms, each counted; once a session leaves, a new one
+// is welcomed.
+func TestMaxSessions(t *testing.T) {
+	th := startHub(t, nil)
+	te := startEdge(t, func(c *Config) {
+		c.MaxSessions = 2
+		c.Drain.RetryAfter = 2 * time.Second
+	}, th)
+	a := welcomed(t, te, 1)
+	welcomed(t, te, 1)
+
+	resp, err := http.Get("http://" + te.Addr().String() + "/v1/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != http.StatusServiceUnavailable || ra < 2 || ra > 4 {
+		t.Fatalf("upgrade at max_sessions: %s, Retry-After %q; want 503 with 2 to 4 s", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	r := dialRawGRPC(t, te)
+	_, err = r.stream.Recv()
+	pushback := r.stream.Trailer().Get("grpc-retry-pushback-ms")
+	if ms, _ := strconv.Atoi(strings.Join(pushback, "")); status.Code(err) != codes.Unavailable || ms < 2000 || ms > 4000 {
+		t.Fatalf("gRPC stream at max_sessions: %v, pushback %v; want Unavailable with 2000 to 4000 ms", err, pushback)
+	}
+	if n := te.metric("corral_edge_connections_at_capacity_total"); n != 2 {
+		t.Errorf("corral_edge_connections_at_capacity_total %v, want 2", n)
+	}
+	if te.Sessions() != 2 {
+		t.Errorf("%d sessions, want the 2 welcomed", te.Sessions())
+	}
+
+	a.cancel()
+	testkit.WaitFor(t, 10*time.Second, "the session to leave", func() bool { return te.Sessions() == 1 })
+	welcomed(t, te, 1)
 }

@@ -55,6 +55,15 @@ type Config struct {
 	// jitter), with a GoAway and a jittered retry hint, so that sessions
 	// spread again over edges and origins that came up since. 0: no limit.
 	MaxSessionAge time.Duration `yaml:"max_session_age"`
+	// MaxSessions is the most device sessions the edge holds at once: a
+	// connection beyond it is refused before its Hello and any upstream
+	// work (a WebSocket upgrade 503 with Retry-After, a gRPC stream
+	// Unavailable with grpc-retry-pushback-ms, drawn from
+	// drain.retry_after plus up to 100 %), so that the edge's memory has
+	// a bound that a pod's memory limit can be sized for, as HAProxy's
+	// maxconn gives it (deploy/README.md, "Memory"). Upgrades in flight
+	// when the cap is reached may pass it by as many. 0: no cap.
+	MaxSessions int `yaml:"max_sessions"`
 	// Drain paces the GoAway frames of a graceful shutdown.
 	Drain DrainConfig `yaml:"drain"`
 	// Load publishes the edge's load on NATS for authdns's load feedback
@@ -302,6 +311,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSessionAge < 0 {
 		return config.Errorf("max_session_age", "edge: must not be negative, got %v", c.MaxSessionAge)
+	}
+	if c.MaxSessions < 0 {
+		return config.Errorf("max_sessions", "edge: must not be negative (0 for no cap), got %d", c.MaxSessions)
 	}
 	if c.MaxSessionAge > 0 && c.MaxSessionAge < time.Second {
 		return config.Errorf("max_session_age", "edge: at least 1s (or 0 for no limit), got %v", c.MaxSessionAge)

@@ -33,6 +33,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"negative publish rate", func(c *Config) { c.Session.PublishRate = -1 }, "session.publish_rate"},
 		{"huge frames", func(c *Config) { c.Wire.MaxFrameBytes = 1 << 30 }, "wire"},
 		{"sub-second max age", func(c *Config) { c.MaxSessionAge = time.Millisecond }, "max_session_age"},
+		{"negative max sessions", func(c *Config) { c.MaxSessions = -1 }, "max_sessions"},
 		{"negative drain rate", func(c *Config) { c.Drain.Rate = -1 }, "drain.rate"},
 		{"bad shedder", func(c *Config) { c.Admission.Enabled = true; c.Admission.Shedder.SeverRate = -1 }, "admission.shedder"},
 	}

@@ -28,6 +28,7 @@ type metrics struct {
 	handshake      prometheus.Histogram
 	refusalHints   prometheus.Histogram
 	unserved       prometheus.Counter
+	atCapacity     prometheus.Counter
 }
 
 // The label values of the edge's series.
@@ -81,6 +82,8 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Resumes waiting for an identical one on its way upstream (coalesced reads in progress)."}),
 		unserved: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_upgrades_unserved_total",
 			Help: "WebSocket upgrades answered 503 with Retry-After because the connection could not be moved to the poller (the process out of file descriptors)."}),
+		atCapacity: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_connections_at_capacity_total",
+			Help: "Device connections refused before their Hello because the edge held max_sessions (503 with Retry-After, or Unavailable with grpc-retry-pushback-ms)."}),
 		handshake: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "corral_edge_handshake_duration_seconds",
 			Help:    "Time from a device's Hello to the origin's Welcome.",
 			Buckets: prometheus.ExponentialBucketsRange(0.0005, 10, 16)}),
@@ -109,7 +112,7 @@ func newMetrics(e *Edge, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.dropped, m.replayServed, m.replayWaiting, m.handshake, m.refusalHints, m.unserved} {
+	for _, c := range []prometheus.Collector{m.sessions, m.opened, m.closes, m.framesIn, m.relayStreams, m.streamFailures, m.shed, m.slow, m.dropped, m.replayServed, m.replayWaiting, m.handshake, m.refusalHints, m.unserved, m.atCapacity} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge: metrics: %w", err)
 		}
