@@ -242,11 +242,7 @@ func (e *Edge) severLoop(ctx context.Context, tick time.Duration) {
 // the edge's lock held while it copied them (BenchmarkSeverOnce).
 func (e *Edge) severOnce() int {
 	now := e.now()
-	var open limit.Counts
-	for p := range open {
-		open[p] = e.severable[p].Load()
-	}
-	q := e.adm.shedder.SeverQuotaAt(open, now)
+	q := e.adm.shedder.SeverQuotaAt(e.severable.Load(), now)
 	if q == (limit.Counts{}) {
 		return 0
 	}

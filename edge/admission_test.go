@@ -322,13 +322,6 @@ func TestResourcesReachTheShedder(t *testing.T) {
 func TestSeverableFollowsTheSessions(t *testing.T) {
 	th := startHub(t, nil)
 	te := startEdge(t, nil, th)
-	counts := func() limit.Counts {
-		var c limit.Counts
-		for p := range c {
-			c[p] = te.severable[p].Load()
-		}
-		return c
-	}
 	listed := func() limit.Counts {
 		var c limit.Counts
 		for _, s := range te.snapshotSessions() {
@@ -340,7 +333,7 @@ func TestSeverableFollowsTheSessions(t *testing.T) {
 	}
 	expect := func(what string, want limit.Counts) {
 		t.Helper()
-		testkit.WaitFor(t, 10*time.Second, what, func() bool { return counts() == want && listed() == want })
+		testkit.WaitFor(t, 10*time.Second, what, func() bool { return te.severable.Load() == want && listed() == want })
 	}
 	var rs []*rawGRPC
 	for _, rank := range []int{0, 1, 1, 2} {

@@ -21,7 +21,7 @@ func BenchmarkSeverOnce(b *testing.B) {
 			for i := range n {
 				s := &session{e: e, rank: int8(i % 3)}
 				s.state.Store(stateWelcomed)
-				s.severing = true
+				s.counted = true
 				e.severable[s.rank].Add(1)
 				e.sessions[s] = struct{}{}
 			}

@@ -312,11 +312,11 @@ func (c *Config) Validate() error {
 	if c.MaxSessionAge < 0 {
 		return config.Errorf("max_session_age", "edge: must not be negative, got %v", c.MaxSessionAge)
 	}
-	if c.MaxSessions < 0 {
-		return config.Errorf("max_sessions", "edge: must not be negative (0 for no cap), got %d", c.MaxSessions)
-	}
 	if c.MaxSessionAge > 0 && c.MaxSessionAge < time.Second {
 		return config.Errorf("max_session_age", "edge: at least 1s (or 0 for no limit), got %v", c.MaxSessionAge)
+	}
+	if c.MaxSessions < 0 {
+		return config.Errorf("max_sessions", "edge: must not be negative (0 for no cap), got %d", c.MaxSessions)
 	}
 	for _, d := range []struct {
 		key string

@@ -82,7 +82,7 @@ type Edge struct {
 	opened   atomic.Uint64 // device sessions opened since the start (Stats.Opened)
 	// severable counts the welcomed sessions not closing, by rank: the
 	// open sessions the severing loop gives the Shedder (admission.go).
-	severable [limit.NumPriorities]atomic.Int64
+	severable limit.AtomicCounts
 	ready     atomic.Bool
 	stopOnce  sync.Once
 

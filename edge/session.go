@@ -81,7 +81,6 @@ type session struct {
 	closing  bool
 	torn     bool
 	counted  bool // counted in the sessions gauge
-	severing bool // counted in Edge.severable: welcomed, not closing
 	upDone   bool // nothing more to send upstream (RelayClose sent or received, or the stream broke)
 	replay   resumeState
 	early    []*corralv1.ClientFrame // frames that came while the Hello waited
@@ -466,7 +465,6 @@ func (s *session) welcome(f *corralv1.ServerFrame, w *corralv1.Welcome) {
 	s.mu.Lock()
 	if !s.closing {
 		s.counted = true
-		s.severing = true
 		e.severable[s.rank].Add(1)
 		e.metrics.sessions.WithLabelValues(s.dev.kind()).Inc()
 	}
@@ -725,14 +723,14 @@ func (s *session) closeLocked(c wire.Close, notify, flush bool) bool {
 	return true
 }
 
-// setClosingLocked marks s closing with c, with s.mu held, and takes it
-// out of the severing loop's counts.
+// setClosingLocked marks s closing with c, with s.mu held, and takes a
+// welcomed session out of the severing loop's counts (Edge.severable
+// counts the sessions counted and not closing).
 func (s *session) setClosingLocked(c *wire.Close) {
-	s.closing, s.closeMsg = true, c
-	if s.severing {
-		s.severing = false
+	if s.counted && !s.closing {
 		s.e.severable[s.rank].Add(-1)
 	}
+	s.closing, s.closeMsg = true, c
 }
 
 // sendUpClose queues the session's RelayClose unless the upstream side is

@@ -104,7 +104,7 @@ type Hub struct {
 	opened      atomic.Uint64 // sessions opened since the start (Stats.Opened)
 	// severable counts the welcomed sessions not closing, by rank: the
 	// open sessions the severing loop gives the policy (overload.go).
-	severable [limit.NumPriorities]atomic.Int64
+	severable limit.AtomicCounts
 	stopOnce  sync.Once
 
 	mu        sync.Mutex

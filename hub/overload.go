@@ -174,11 +174,7 @@ func (h *Hub) severLoop(ctx context.Context, tick time.Duration) {
 // took 108 ms at a million, edge's BenchmarkSeverOnce).
 func (h *Hub) severOnce() int {
 	now := h.now()
-	var open limit.Counts
-	for p := range open {
-		open[p] = h.severable[p].Load()
-	}
-	q := h.overload.SeverQuotaAt(open, now)
+	q := h.overload.SeverQuotaAt(h.severable.Load(), now)
 	if q == (limit.Counts{}) {
 		return 0
 	}

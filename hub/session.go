@@ -124,7 +124,6 @@ type session struct {
 	closing  bool
 	torn     bool
 	counted  bool // counted in the sessions gauge
-	severing bool // counted in Hub.severable: welcomed, not closing
 }
 
 // The session struct is on every idle connection: keep it at 176 bytes (a
@@ -308,7 +307,6 @@ func (s *session) hello(ctx context.Context, id uint64, hello *corralv1.Hello) {
 	if !s.closing {
 		s.counted = true
 		h.metrics.sessionsOf.with(s.tr.kind()).Inc()
-		s.severing = true
 		h.severable[s.rank].Add(1)
 	}
 	s.mu.Unlock()
@@ -735,14 +733,14 @@ func (s *session) abortIfOpen() {
 	}
 }
 
-// setClosingLocked marks s closing with c, with s.mu held, and takes it
-// out of the severing loop's counts.
+// setClosingLocked marks s closing with c, with s.mu held, and takes a
+// welcomed session out of the severing loop's counts (Hub.severable
+// counts the sessions counted and not closing).
 func (s *session) setClosingLocked(c *wire.Close) {
-	s.closing, s.closeMsg = true, c
-	if s.severing {
-		s.severing = false
+	if s.counted && !s.closing {
 		s.h.severable[s.rank].Add(-1)
 	}
+	s.closing, s.closeMsg = true, c
 }
 
 // peerGone is called by the transport when the connection ended from the

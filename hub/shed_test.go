@@ -276,13 +276,6 @@ func TestResourcesReachThePolicy(t *testing.T) {
 // (whose client comes back: counted out once, in again once).
 func TestSeverableFollowsTheSessions(t *testing.T) {
 	th := startHub(t, nil)
-	counts := func() limit.Counts {
-		var c limit.Counts
-		for p := range c {
-			c[p] = th.severable[p].Load()
-		}
-		return c
-	}
 	listed := func() limit.Counts {
 		var c limit.Counts
 		for _, s := range th.snapshotSessions() {
@@ -294,7 +287,7 @@ func TestSeverableFollowsTheSessions(t *testing.T) {
 	}
 	expect := func(what string, want limit.Counts) {
 		t.Helper()
-		testkit.WaitFor(t, 15*time.Second, what, func() bool { return counts() == want && listed() == want })
+		testkit.WaitFor(t, 15*time.Second, what, func() bool { return th.severable.Load() == want && listed() == want })
 	}
 	tok := token(t, tokenOpts{prio: 0})
 	var cs []*client.Client

@@ -111,11 +111,7 @@ func (s *Shedder) Snapshot() ShedderSnapshot {
 		Emergency:   s.emergency,
 	}
 	s.mu.Unlock()
-	for p := range NumPriorities {
-		out.Admitted[p] = s.admitted[p].Load()
-		out.Rejected[p] = s.rejected[p].Load()
-		out.Severed[p] = s.severed[p].Load()
-	}
+	out.Admitted, out.Rejected, out.Severed = s.admitted.Load(), s.rejected.Load(), s.severed.Load()
 	return out
 }
 

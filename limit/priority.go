@@ -1,6 +1,9 @@
 package limit
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // Priority ranks work for admission and shedding. Lower is more important.
 type Priority uint8
@@ -49,3 +52,16 @@ type Counts [NumPriorities]int64
 
 // Total returns the sum over all priorities.
 func (c Counts) Total() int64 { return c[P0] + c[P1] + c[P2] }
+
+// AtomicCounts is one counter per priority, indexed by Priority, safe for
+// concurrent use; the zero value counts nothing yet.
+type AtomicCounts [NumPriorities]atomic.Int64
+
+// Load returns the counts, each read atomically (not all at one instant).
+func (c *AtomicCounts) Load() Counts {
+	var out Counts
+	for p := range c {
+		out[p] = c[p].Load()
+	}
+	return out
+}

@@ -151,9 +151,9 @@ type Shedder struct {
 	fds    atomic.Int64
 	hist   atomicHist
 
-	admitted [NumPriorities]atomic.Int64
-	rejected [NumPriorities]atomic.Int64
-	severed  [NumPriorities]atomic.Int64
+	admitted AtomicCounts
+	rejected AtomicCounts
+	severed  AtomicCounts
 
 	cfg  ShedderConfig
 	rnd  jitter
